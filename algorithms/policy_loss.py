@@ -1,0 +1,101 @@
+"""PPO-clip policy loss with a KL penalty to the reference policy.
+
+The per-token pieces reuse verl's ``core_algos``: ``kl_penalty`` (k1/k2/k3 estimators,
+Schulman 2020) and ``agg_loss`` (token-mean, seq-mean-token-sum, … with a global
+token count so that micro-batching does not change the loss). EarthRL adds only the
+clipped surrogate and the combination.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """Hyper-parameters of the PPO-clip + KL loss.
+
+    Attributes:
+        clip_ratio_low: ε_low of the clipped surrogate (ratio ≥ 1 − ε_low).
+        clip_ratio_high: ε_high (ratio ≤ 1 + ε_high; DAPO's clip-higher when > ε_low).
+        kl_coef: β, weight of the KL-to-reference term (0 disables it).
+        kl_estimator: verl name of the estimator: "k1", "k2", "k3" (= "low_var_kl").
+        loss_agg_mode: verl aggregation: "token-mean", "seq-mean-token-sum",
+            "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum".
+    """
+
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    kl_coef: float = 0.01
+    kl_estimator: str = "low_var_kl"
+    loss_agg_mode: str = "token-mean"
+
+
+def ppo_clip_kl_loss(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    ref_logprobs: torch.Tensor | None,
+    cfg: PolicyLossConfig,
+    *,
+    batch_num_tokens: int | float | None = None,
+    global_batch_size: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped surrogate −min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
+
+    Args:
+        logprobs: (B, T) float, log π_θ of the taken tokens (requires grad).
+        old_logprobs: (B, T) float, log π_old of the same tokens (no grad).
+        advantages: (B, T) float, per-token advantages (0 where masked).
+        response_mask: (B, T) {0,1}, 1 on model-generated tokens only.
+        ref_logprobs: (B, T) float log π_ref, or None when ``cfg.kl_coef == 0``.
+        cfg: see :class:`PolicyLossConfig`.
+        batch_num_tokens: masked tokens in the whole (global) batch, for micro-batching
+            under "token-mean"; defaults to this micro-batch's count.
+        global_batch_size: sequences in the whole batch for the seq-mean modes.
+
+    Returns:
+        (loss scalar, metrics dict with pg_loss, kl, clip_frac, ratio_mean). A response
+        mask of all zeros gives a loss of exactly 0 (not NaN).
+
+    Raises:
+        ValueError: if shapes differ, or ``kl_coef > 0`` without ``ref_logprobs``.
+    """
+    shape = logprobs.shape
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask)):
+        if t.shape != shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)} like logprobs")
+    mask = response_mask.to(logprobs.dtype)
+    n_tokens = float(mask.sum())
+    if n_tokens == 0 and batch_num_tokens is None:
+        zero = (logprobs * 0.0).sum()
+        return zero, {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0}
+    log_ratio = torch.clamp(logprobs - old_logprobs, -20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    surr1 = ratio * advantages
+    surr2 = torch.clamp(ratio, 1.0 - cfg.clip_ratio_low, 1.0 + cfg.clip_ratio_high) * advantages
+    pg_mat = -torch.minimum(surr1, surr2)
+    agg = dict(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
+    pg_loss = agg_loss(pg_mat, mask, **agg)
+    loss = pg_loss
+    kl_value = 0.0
+    if cfg.kl_coef > 0:
+        if ref_logprobs is None:
+            raise ValueError("kl_coef > 0 needs ref_logprobs: compute them with the adapter-free base, or set kl_coef=0")
+        kl_mat = kl_penalty(logprobs, ref_logprobs, cfg.kl_estimator)
+        kl_loss = agg_loss(kl_mat, mask, **agg)
+        loss = loss + cfg.kl_coef * kl_loss
+        kl_value = float(kl_loss.detach())
+    denom = max(n_tokens, 1.0)
+    clipped = ((surr2 < surr1).to(mask.dtype) * mask).sum() / denom
+    metrics = {
+        "pg_loss": float(pg_loss.detach()),
+        "kl": kl_value,
+        "clip_frac": float(clipped),
+        "ratio_mean": float((ratio.detach() * mask).sum() / denom),
+    }
+    return loss, metrics

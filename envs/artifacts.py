@@ -1,0 +1,203 @@
+"""Per-episode artifact registry (SimCRAFT §3 "dynamic path registry").
+
+Every file a tool writes is registered here with kind, CRS, shape, bands, units and lineage
+(parent artifacts + the tool call that produced it). The task's input scenes are registered too
+(kind ``"scene"``), so that a tool can only touch what the task's data manifest or an earlier call
+made. Referring to anything else raises :class:`HallucinatedPathError` (error kind
+``"hallucinated_path"``), which the env turns into an error observation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from earthrl.envs.catalog import Scene
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+
+
+class ToolError(Exception):
+    """An error a tool reports to the agent as an observation (E(a,o)=1).
+
+    Attributes:
+        kind: short machine-readable error kind (``"tool_error"``, ``"hallucinated_path"`` ...).
+        message: what went wrong and how to fix it.
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class HallucinatedPathError(ToolError):
+    """A name/path that is neither a task scene nor a registered artifact."""
+
+    def __init__(self, message: str):
+        super().__init__("hallucinated_path", message)
+
+
+@dataclass
+class Artifact:
+    """One registered scene or tool output.
+
+    Attributes:
+        name: artifact name the agent uses (no extension), e.g. ``ndvi_S2_T33UUU_20170216``.
+        kind: ``"scene"`` | ``"raster"`` (float32) | ``"mask"`` (uint8 0/1, 255 nodata).
+        path: the GeoTIFF written in the episode workspace (a scene: its folder or first band).
+        crs: CRS string (e.g. ``EPSG:32633``); shape: ``(rows, cols)``; res: pixel size (m).
+        bands: band names; units: e.g. ``"index"``, ``"reflectance"``, ``"mask"``.
+        dtype, nodata: storage dtype and nodata value (NaN for float rasters).
+        parents: names of the artifacts this one was computed from.
+        call: the tool call ``{"name", "arguments"}`` that produced it (None for scenes).
+        sensor, date: inherited from the source scene(s) where unambiguous.
+        transform: the affine geotransform as 6 numbers ``(a, b, c, d, e, f)``.
+    """
+
+    name: str
+    kind: str
+    path: Path | None
+    crs: str | None
+    shape: tuple[int, int] | None
+    res: tuple[float, float] | None
+    bands: list[str]
+    units: str
+    dtype: str
+    nodata: float | int | None = None
+    parents: list[str] = field(default_factory=list)
+    call: dict | None = None
+    sensor: str | None = None
+    date: str | None = None
+    transform: tuple | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly summary (path as a string)."""
+        d = asdict(self)
+        d["path"] = str(self.path) if self.path else None
+        return d
+
+
+class ArtifactRegistry:
+    """Artifacts of one episode, written under ``workspace``.
+
+    Args:
+        workspace: the episode's folder; every tool output is ``workspace/<name>.tif``.
+        scenes: the task's input scenes (the only scenes tools may read).
+    """
+
+    def __init__(self, workspace: Path, scenes: dict[str, Scene] | None = None):
+        self.workspace = Path(workspace)
+        self.scenes: dict[str, Scene] = dict(scenes or {})
+        self.artifacts: dict[str, Artifact] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+
+    # -- lookup ---------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        """Scene ids then artifact names, in registration order."""
+        return list(self.scenes) + list(self.artifacts)
+
+    def _unknown(self, ref: str, what: str) -> HallucinatedPathError:
+        known = self.names()
+        listing = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
+        return HallucinatedPathError(
+            f"{what} {ref!r} does not exist in this episode. Use a scene id from the data list "
+            f"or an artifact name returned by an earlier call. Known: {listing}")
+
+    def scene(self, ref: str) -> Scene:
+        """The task scene ``ref`` (a scene id; a path to its folder/files is accepted too).
+
+        Raises:
+            HallucinatedPathError: not one of the task's scenes.
+        """
+        key = Path(str(ref).strip()).name.split(":")[0]
+        for sid, sc in self.scenes.items():
+            if key == sid or key.startswith(sid):
+                return sc
+        raise self._unknown(ref, "scene")
+
+    def get(self, ref: str) -> Artifact:
+        """The registered artifact ``ref`` (name, ``name.tif`` or its workspace path).
+
+        Raises:
+            HallucinatedPathError: nothing of that name was produced in this episode.
+        """
+        key = Path(str(ref).strip()).name
+        if key.lower().endswith(".tif"):
+            key = key[:-4]
+        if key in self.artifacts:
+            return self.artifacts[key]
+        raise self._unknown(ref, "artifact")
+
+    def array(self, ref: str) -> np.ndarray:
+        """Pixel array of artifact ``ref`` (float32 raster or uint8 mask), shape ``(rows, cols)``."""
+        art = self.get(ref)
+        if art.name not in self._arrays:
+            import rasterio
+
+            with rasterio.open(art.path) as src:
+                self._arrays[art.name] = src.read(1)
+        return self._arrays[art.name]
+
+    # -- writing --------------------------------------------------------------------------
+    def check_name(self, name: str) -> str:
+        """Validate an output name (letters, digits, ``_.-``; max 96 chars).
+
+        Raises:
+            ToolError: kind ``"tool_error"`` naming the rule.
+        """
+        name = name[:-4] if name.lower().endswith(".tif") else name
+        if not _NAME_RE.match(name) or name in self.scenes:
+            raise ToolError("tool_error", f"bad output name {name!r}: use letters, digits, _ . - "
+                            "(max 96 chars), not a scene id")
+        return name
+
+    def write(self, name: str, arr: np.ndarray, *, kind: str, crs: str, transform, units: str,
+              parents: list[str], call: dict | None, bands: list[str] | None = None,
+              sensor: str | None = None, date: str | None = None) -> Artifact:
+        """Write ``arr`` (2-D float32 raster with NaN nodata, or uint8 mask with 255 nodata) as a
+        GeoTIFF ``workspace/<name>.tif`` and register it with its lineage. Re-using a name
+        replaces the earlier artifact (its lineage is replaced too)."""
+        import rasterio
+
+        name = self.check_name(name)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        path = self.workspace / f"{name}.tif"
+        nodata = 255 if arr.dtype == np.uint8 else float("nan")
+        with rasterio.open(path, "w", driver="GTiff", height=arr.shape[0], width=arr.shape[1],
+                           count=1, dtype=str(arr.dtype), crs=crs, transform=transform,
+                           nodata=nodata) as dst:
+            dst.write(arr, 1)
+        art = Artifact(name=name, kind=kind, path=path, crs=crs, shape=tuple(arr.shape),
+                       res=(abs(transform.a), abs(transform.e)), bands=bands or [name],
+                       units=units, dtype=str(arr.dtype), nodata=nodata, parents=list(parents),
+                       call=call, sensor=sensor, date=date, transform=tuple(transform)[:6])
+        self.artifacts[name] = art
+        self._arrays[name] = arr
+        return art
+
+    def lineage(self, name: str) -> list[dict]:
+        """Tool calls that produced ``name``, ancestors first (its provenance).
+
+        Raises:
+            HallucinatedPathError: unknown name.
+        """
+        out: list[dict] = []
+        seen: set[str] = set()
+
+        def visit(n: str) -> None:
+            if n in seen or n in self.scenes:
+                return
+            seen.add(n)
+            art = self.get(n)
+            for p in art.parents:
+                visit(p)
+            if art.call is not None:
+                out.append(art.call)
+
+        visit(name)
+        return out

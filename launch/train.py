@@ -1,0 +1,335 @@
+"""`earthrl train`: GRPO training of an RS agent with the local backend.
+
+The recipe's skeleton is ``setup → train (rollout → reward → advantage → update → push
+weights → log → checkpoint) → export → cleanup``. Everything is configured by Hydra
+(``conf/``); see README for overrides and sweeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from earthrl.launch.errors import ConfigError
+
+
+class LocalGRPORecipe:
+    """GRPO with a LoRA policy on one machine: Ray local cluster, HF engine actor, EnvPool actors.
+
+    Args:
+        cfg: the composed Hydra config (see ``conf/config.yaml``).
+    """
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+
+    # ------------------------------------------------------------------ setup
+    def validate(self) -> None:
+        """Check everything that can be checked before anything is written.
+
+        Raises:
+            ConfigError: with one line naming the field and the fix.
+        """
+        from earthrl.envs.tasks import load_suite
+        from earthrl.launch.paths import data_dir, model_dir
+
+        cfg = self.cfg
+        if cfg.backend != "local":
+            raise ConfigError(f"backend={cfg.backend}: only backend=local runs in this version")
+        self.model_path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
+        if not (self.model_path / "config.json").is_file():
+            raise ConfigError(f"model {cfg.model.name} not found at {self.model_path}: run `earthrl fetch model {cfg.model.name}`")
+        self.data_root = data_dir(cfg.tasks.data)
+        if not self.data_root.is_dir():
+            raise ConfigError(f"data set {cfg.tasks.data} not found at {self.data_root}: run `earthrl fetch data {cfg.tasks.data}`")
+        for key in ("group_size",):
+            if int(cfg.algorithm[key]) < 1:
+                raise ConfigError(f"algorithm.{key}={cfg.algorithm[key]} must be at least 1")
+        if int(cfg.tasks.tasks_per_step) < 1:
+            raise ConfigError("tasks.tasks_per_step must be at least 1")
+        if int(cfg.trainer.steps) < 1:
+            raise ConfigError("trainer.steps must be at least 1")
+        if cfg.tasks.phrasing not in ("IF", "AP"):
+            raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF or AP")
+        if cfg.env.action_format != "json":
+            raise ConfigError(f"env.action_format={cfg.env.action_format}: only json runs in this version")
+        from earthrl.rewards.registry import REWARDS
+
+        if cfg.algorithm.reward not in REWARDS:
+            raise ConfigError(f"algorithm.reward={cfg.algorithm.reward}: choose one of {', '.join(sorted(REWARDS))}")
+        try:
+            self.tasks = [t.model_dump() for t in load_suite(cfg.tasks.name, split=cfg.tasks.split)]
+        except (KeyError, ValueError, FileNotFoundError) as exc:
+            raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
+        if not self.tasks:
+            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split}")
+        from earthrl.launch.run_logger import wandb_mode
+
+        try:
+            wandb_mode(cfg.logger.mode)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        self.output_dir = Path(cfg.trainer.output_dir)
+        from earthrl.launch.checkpoint import resolve_resume
+
+        try:
+            self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
+        except FileNotFoundError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def setup(self) -> None:
+        """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
+        import ray
+        from transformers import AutoTokenizer
+
+        from earthrl.envs.pool import EnvPool
+        from earthrl.launch.run_logger import RunLogger
+        from earthrl.models.policy import Policy
+        from earthrl.rollout.chat import ChatCodec
+        from earthrl.rollout.hf_engine import make_engine_actor
+
+        cfg = self.cfg
+        self.validate()
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.config_dict = OmegaConf.to_container(cfg, resolve=True)
+        (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(int(cfg.cluster.torch_threads))
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
+        self.codec = ChatCodec(self.tokenizer)
+        stop_ids = [self.codec.eos_id] + [i for i in [self.tokenizer.eos_token_id] if i is not None and i != self.codec.eos_id]
+        lora = OmegaConf.to_container(cfg.model.lora, resolve=True)
+
+        if not ray.is_initialized():
+            ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                     object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
+        self.engine = make_engine_actor(model_path=str(self.model_path), stop_ids=stop_ids, lora=lora,
+                                        dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
+        self.pool = EnvPool(int(cfg.env.num_workers), str(self.data_root), str(self.output_dir / "workspaces"),
+                            env_kwargs={"mode": cfg.env.mode, "max_obs_chars": int(cfg.env.max_obs_chars)})
+        self.system_prompt = self.pool.system_prompt()
+
+        self.policy = Policy(str(self.model_path), lora, dtype=cfg.model.dtype,
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
+        alg = cfg.algorithm
+        self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
+                                           weight_decay=float(alg.weight_decay))
+        self.start_step = 0
+        if self.resume_from is not None:
+            from earthrl.launch.checkpoint import load_checkpoint
+
+            self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
+            print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
+        ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
+        self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
+
+    # ---------------------------------------------------------------- training
+    def tasks_for_step(self, step: int) -> list[dict]:
+        """Deterministic task batch of a step: a seeded permutation per epoch over the split."""
+        k = int(self.cfg.tasks.tasks_per_step)
+        n = len(self.tasks)
+        chosen = []
+        for j in range(step * k, step * k + k):
+            epoch, pos = divmod(j, n)
+            perm = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(n)
+            chosen.append(self.tasks[perm[pos]])
+        return chosen
+
+    def rollout(self, step: int, tasks: list[dict]):
+        """Sample G trajectories per task; returns (trajectories, generate seconds, tokens)."""
+        from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+        from earthrl.rollout.hf_engine import SamplingParams
+
+        cfg = self.cfg
+        params = SamplingParams(max_new_tokens=int(cfg.algorithm.sampling.max_new_tokens),
+                                temperature=float(cfg.algorithm.sampling.temperature),
+                                top_p=float(cfg.algorithm.sampling.top_p), seed=int(cfg.seed) * 100003 + step * 1009)
+        loop_cfg = LoopConfig(max_turns=int(cfg.env.max_turns), max_context_tokens=int(cfg.env.max_context_tokens),
+                              phrasing=cfg.tasks.phrasing)
+
+        async def go():
+            client = BatchingEngineClient(self.engine, params)
+            trajs = await collect_rollouts(tasks, int(cfg.algorithm.group_size), step, system=self.system_prompt,
+                                           codec=self.codec, tokenizer=self.tokenizer, engine=client,
+                                           pool=self.pool, cfg=loop_cfg)
+            return trajs, client.generate_seconds, client.generated_tokens
+
+        return asyncio.run(go())
+
+    def update(self, trajs, advantages: torch.Tensor) -> dict:
+        """One PPO-clip + KL pass over the batch in micro-batches; returns loss metrics."""
+        from earthrl.algorithms.broadcast import broadcast_to_tokens
+        from earthrl.algorithms.policy_loss import PolicyLossConfig, ppo_clip_kl_loss
+        from earthrl.models.policy import pack_batch, pad_right
+
+        alg = self.cfg.algorithm
+        loss_cfg = PolicyLossConfig(**OmegaConf.to_container(alg.policy_loss, resolve=True))
+        temperature = float(alg.sampling.temperature)
+        keep = [i for i, t in enumerate(trajs) if not t.env_failure and t.turns]
+        n_tokens = sum(sum(trajs[i].response_mask()) for i in keep)
+        metrics = {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "loss": 0.0, "grad_norm": 0.0, "logprob_diff": 0.0}
+        if not keep or n_tokens == 0:
+            return metrics
+        mb = int(alg.micro_batch_size)
+        self.policy.model.train()
+        for _ in range(int(alg.ppo_epochs)):
+            self.optimizer.zero_grad(set_to_none=True)
+            for s in range(0, len(keep), mb):
+                idx = keep[s:s + mb]
+                batch = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
+                ids, att, mask = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
+                ref = None
+                if loss_cfg.kl_coef > 0:
+                    ref = self.policy.ref_logprobs(ids, att, mask, temperature)
+                logprobs = self.policy.token_logprobs(ids, att, mask, temperature)
+                # one pass per rollout: π_old is the current policy (ratio 1, the gradient is GRPO's)
+                old = logprobs.detach()
+                adv = broadcast_to_tokens(advantages[idx], mask)
+                loss, m = ppo_clip_kl_loss(logprobs, old, adv, mask, ref, loss_cfg, batch_num_tokens=n_tokens,
+                                           global_batch_size=len(keep))
+                loss.backward()
+                share = float(mask.sum()) / n_tokens
+                rollout_lp = pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0)
+                metrics["logprob_diff"] += float(((old - rollout_lp).abs() * mask).sum()) / n_tokens
+                metrics["loss"] += float(loss.detach())
+                for k in ("pg_loss", "kl", "clip_frac"):
+                    metrics[k] += m[k] * share
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), float(alg.grad_clip))
+            metrics["grad_norm"] = float(grad_norm)
+            self.optimizer.step()
+        self.policy.model.eval()
+        return metrics
+
+    def train(self) -> list[dict]:
+        """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics."""
+        import ray
+        from tqdm import tqdm
+
+        from earthrl.algorithms.grpo import grpo_advantages
+        from earthrl.launch.checkpoint import save_checkpoint
+        from earthrl.launch.run_logger import format_step
+        from earthrl.rewards.registry import get_reward
+
+        cfg = self.cfg
+        alg = cfg.algorithm
+        reward_fn = get_reward(alg.reward)
+        reward_kwargs = OmegaConf.to_container(alg.reward_kwargs, resolve=True)
+        total = int(cfg.trainer.steps)
+        history = []
+        bar = tqdm(range(self.start_step, total), initial=self.start_step, total=total, desc="GRPO", unit="step",
+                   file=sys.stdout, dynamic_ncols=True)
+        for step in bar:
+            t0 = time.perf_counter()
+            tasks = self.tasks_for_step(step)
+            by_id = {t["id"]: t for t in tasks}
+            trajs, gen_s, gen_tokens = self.rollout(step, tasks)
+            t_rollout = time.perf_counter() - t0
+            rewards = torch.tensor([0.0 if t.env_failure else reward_fn(t, by_id[t.task_id], **reward_kwargs) for t in trajs])
+            for t, r in zip(trajs, rewards.tolist()):
+                t.reward = r
+            adv_cfg = alg.advantage
+            groups = [t.group if not t.env_failure else f"env_failure/{i}" for i, t in enumerate(trajs)]
+            advantages = grpo_advantages(rewards, groups, eps=float(adv_cfg.eps), std_floor=float(adv_cfg.std_floor),
+                                         norm_by_std=bool(adv_cfg.norm_by_std))
+            t1 = time.perf_counter()
+            loss_m = self.update(trajs, advantages)
+            ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
+            t_update = time.perf_counter() - t1
+            done = step + 1
+            m = self.step_metrics(trajs, rewards, advantages, loss_m, gen_tokens, gen_s, t_rollout, t_update,
+                                  time.perf_counter() - t0)
+            self.dump_rollouts(done, trajs)
+            self.logger.log(m, step=done)
+            history.append(m)
+            bar.write(format_step(done, total, m))
+            if done % int(cfg.trainer.save_every) == 0 or done == total:
+                path = save_checkpoint(self.output_dir / "checkpoints", done, self.policy.model, self.optimizer,
+                                       str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
+                bar.write(f"checkpoint: {path}")
+        bar.close()
+        return history
+
+    @staticmethod
+    def step_metrics(trajs, rewards, advantages, loss_m, gen_tokens, gen_s, t_rollout, t_update, t_step) -> dict:
+        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split)."""
+        agent = [t for t in trajs if not t.env_failure]
+        turns = sum(t.num_turns for t in agent)
+        return {
+            "reward/mean": float(rewards.mean()),
+            "reward/std": float(rewards.std(unbiased=False)),
+            "advantage/abs_mean": float(advantages.abs().mean()),
+            "eval/accuracy": sum(t.correct for t in agent) / max(len(agent), 1),
+            "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
+            "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
+            "rollout/mean_turns": turns / max(len(agent), 1),
+            "rollout/env_failures": float(len(trajs) - len(agent)),
+            "rollout/generated_tokens": float(gen_tokens),
+            "rollout/logprob_diff": loss_m.pop("logprob_diff"),
+            "perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
+            "time/rollout_s": t_rollout,
+            "time/generate_s": gen_s,
+            "time/env_s": max(t_rollout - gen_s, 0.0),
+            "time/update_s": t_update,
+            "time/step_s": t_step,
+            **{f"loss/{k}": v for k, v in loss_m.items()},
+        }
+
+    def dump_rollouts(self, step: int, trajs) -> None:
+        """Append the step's trajectories (text, tool calls, rewards) to rollouts.jsonl."""
+        with (self.output_dir / "rollouts.jsonl").open("a") as f:
+            for t in trajs:
+                f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": t.reward, "correct": t.correct,
+                                    "answer": t.answer, "env_failure": t.env_failure,
+                                    "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
+                                               "error_kind": u.error_kind, "tool_call": u.tool_call} for u in t.turns]}) + "\n")
+
+    # ------------------------------------------------------------- finishing
+    def export(self) -> Path | None:
+        """Merge the newest checkpoint into a plain HF folder at ``<output_dir>/export``."""
+        from earthrl.launch.checkpoint import list_checkpoints
+        from earthrl.models.export import export_merged
+
+        found = list_checkpoints(self.output_dir / "checkpoints")
+        if not found:
+            return None
+        return export_merged(found[-1], self.output_dir / "export", overwrite=True)
+
+    def cleanup(self) -> None:
+        """Finish wandb and stop Ray."""
+        import ray
+
+        if getattr(self, "logger", None) is not None:
+            self.logger.finish()
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def run(cfg: DictConfig) -> list[dict]:
+    """Validate, set up, train, export and clean up; prints a summary. Returns per-step metrics."""
+    recipe = LocalGRPORecipe(cfg)
+    try:
+        recipe.setup()
+        history = recipe.train()
+        exported = recipe.export() if cfg.trainer.export else None
+        curve = " → ".join(f"{m['reward/mean']:.3f}" for m in history)
+        print(f"reward curve: {curve or '(no new steps)'}")
+        print(f"run folder: {recipe.output_dir}")
+        if recipe.logger.wandb_dir:
+            print(f"wandb ({recipe.logger.mode}): {recipe.logger.wandb_dir}")
+        if exported:
+            print(f"exported model: {exported}")
+        return history
+    finally:
+        recipe.cleanup()

@@ -1,0 +1,160 @@
+"""Export a training checkpoint as a merged, plain Hugging Face folder (for vLLM serving).
+
+Checkpoint layout (written by the trainer's ``save_checkpoint``)::
+
+    ckpt_dir/
+      meta.json      {"base_model": "<HF folder or registry model name>", "step": int,
+                      optional "lora_alpha": number (used when the adapter config says 0)}
+      adapter/       peft ``save_pretrained`` folder: adapter_config.json + adapter_model.safetensors
+
+Export layout::
+
+    out_dir/
+      config.json, generation_config.json, model*.safetensors   merged weights (base + B·A·alpha/r)
+      tokenizer files + chat template                            copied from the base folder
+      adapter/                                                   the adapter with its real lora_alpha
+      earthrl_export.json                                        provenance (base, step, r, alpha, dtype)
+
+verl's model merger writes adapters with ``lora_alpha`` 0 and does not merge (DESIGN §3);
+here the adapter keeps its real alpha and the merged folder is produced.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import torch
+
+from earthrl.models.fs import atomic_folder
+
+EXPORT_MARKER = "earthrl_export.json"
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
+
+
+class ExportError(RuntimeError):
+    """A checkpoint cannot be exported; the message is one line naming the problem and the fix."""
+
+
+def read_checkpoint(ckpt_dir: Path) -> dict:
+    """Read and check ``ckpt_dir/meta.json`` and the adapter files; return the meta dict.
+
+    Raises:
+        ExportError: ``meta.json``, ``adapter/adapter_config.json`` or
+            ``adapter/adapter_model.safetensors`` missing, or meta lacks ``base_model``.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    required = {
+        "meta.json": "the trainer writes it next to adapter/ with base_model and step",
+        "adapter/adapter_config.json": "save the LoRA adapter with peft save_pretrained into ckpt_dir/adapter",
+        "adapter/adapter_model.safetensors": "save the LoRA adapter with peft save_pretrained (safetensors) into ckpt_dir/adapter",
+    }
+    for rel, fix in required.items():
+        if not (ckpt_dir / rel).is_file():
+            raise ExportError(f"checkpoint {ckpt_dir} has no {rel}; {fix}")
+    try:
+        meta = json.loads((ckpt_dir / "meta.json").read_text())
+    except ValueError as exc:
+        raise ExportError(f"{ckpt_dir / 'meta.json'} is not valid JSON ({exc}); rewrite the checkpoint") from exc
+    if not isinstance(meta, dict) or not meta.get("base_model"):
+        raise ExportError(f"{ckpt_dir / 'meta.json'} has no 'base_model'; add the path of the base HF folder")
+    return meta
+
+
+def resolve_base_model(base_model: str) -> Path:
+    """Return the base model folder: an existing path, or a fetched registry model of that name.
+
+    Raises:
+        ExportError: neither an existing folder nor a fetched registry model.
+    """
+    path = Path(base_model).expanduser()
+    if (path / "config.json").is_file():
+        return path
+    from earthrl.launch.paths import model_dir
+
+    fetched = model_dir(str(base_model))
+    if (fetched / "config.json").is_file():
+        return fetched
+    raise ExportError(
+        f"base model {base_model!r} (from meta.json) is not an HF folder nor a fetched model; "
+        f"fetch it (earthrl fetch model <name>) or fix base_model in meta.json"
+    )
+
+
+def adapter_alpha(adapter_config: dict, meta: dict) -> float:
+    """The real ``lora_alpha``: the adapter config's, or ``meta['lora_alpha']`` if the config says 0/None.
+
+    Raises:
+        ExportError: alpha is 0 or missing in both (merging would silently drop the adapter).
+    """
+    alpha = adapter_config.get("lora_alpha")
+    if not alpha:
+        alpha = meta.get("lora_alpha")
+    if not alpha:
+        raise ExportError(
+            "adapter_config.json has lora_alpha 0 (verl's merger writes 0) and meta.json has no lora_alpha; "
+            "add the training alpha to meta.json as \"lora_alpha\""
+        )
+    return alpha
+
+
+def export_merged(
+    ckpt_dir: Path,
+    out_dir: Path,
+    dtype: str | torch.dtype = "bfloat16",
+    overwrite: bool = False,
+) -> Path:
+    """Merge the checkpoint's LoRA adapter into its base and save a plain HF folder at ``out_dir``.
+
+    Loads the base in ``dtype`` (``"bfloat16"`` default, or ``"float32"`` for exact
+    comparisons), applies the adapter with ``peft.PeftModel.from_pretrained`` (with the
+    real alpha, see :func:`adapter_alpha`), writes the adapter to ``out_dir/adapter/``,
+    ``merge_and_unload()``, saves safetensors + the base's tokenizer, and writes
+    ``earthrl_export.json``. The folder is built in a temporary sibling and renamed, so a
+    failure leaves ``out_dir`` untouched.
+
+    Returns:
+        ``out_dir``.
+    Raises:
+        ExportError: missing checkpoint files, base model not found, alpha 0, unknown dtype,
+            or ``out_dir`` exists and is non-empty while ``overwrite`` is False.
+    """
+    from peft import LoraConfig, PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ckpt_dir, out_dir = Path(ckpt_dir), Path(out_dir)
+    meta = read_checkpoint(ckpt_dir)
+    if isinstance(dtype, str):
+        if dtype not in _DTYPES:
+            raise ExportError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPES)}")
+        dtype = _DTYPES[dtype]
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise ExportError(f"{out_dir} exists and is not empty; choose another out_dir or pass overwrite=True")
+    base_dir = resolve_base_model(str(meta["base_model"]))
+    adapter_dir = ckpt_dir / "adapter"
+    peft_cfg = LoraConfig.from_pretrained(str(adapter_dir))
+    peft_cfg.lora_alpha = adapter_alpha(json.loads((adapter_dir / "adapter_config.json").read_text()), meta)
+    peft_cfg.base_model_name_or_path = str(base_dir)
+    peft_cfg.inference_mode = True
+
+    base = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
+    model = PeftModel.from_pretrained(base, str(adapter_dir), config=peft_cfg)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    with atomic_folder(out_dir, overwrite=overwrite) as tmp:
+        model.save_pretrained(str(tmp / "adapter"), safe_serialization=True)
+        merged = model.merge_and_unload()
+        merged.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+        record = {
+            "base_model": str(base_dir),
+            "checkpoint": str(ckpt_dir.resolve()),
+            "step": meta.get("step"),
+            "lora_r": peft_cfg.r,
+            "lora_alpha": peft_cfg.lora_alpha,
+            "target_modules": sorted(peft_cfg.target_modules),
+            "dtype": str(dtype).removeprefix("torch."),
+            "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        (tmp / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
+    return out_dir

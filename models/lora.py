@@ -1,0 +1,77 @@
+"""LoRA adapters for Llama/Qwen-style models (peft).
+
+Defaults target every attention and MLP projection of Llama/Qwen2 blocks. One base model
+can carry several named adapters (one per role: manager, specialist, planner, executor);
+:func:`attach_lora` adds a further named adapter to a model that already has one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from peft import LoraConfig, PeftModel, get_peft_model
+
+#: Attention and MLP projections of Llama / Qwen2 / SmolLM2 decoder blocks.
+DEFAULT_TARGET_MODULES: tuple[str, ...] = (
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+)
+
+
+def lora_config(
+    rank: int = 16,
+    alpha: int = 32,
+    dropout: float = 0.05,
+    target_modules: Sequence[str] | None = None,
+) -> LoraConfig:
+    """Build a causal-LM ``peft.LoraConfig`` (scaling = alpha / rank).
+
+    Args:
+        rank: LoRA rank r (> 0).
+        alpha: lora_alpha (> 0; an alpha of 0 zeroes the adapter, which is the verl
+            merger bug DESIGN §3 warns about, so it is refused).
+        dropout: LoRA dropout in [0, 1).
+        target_modules: module names to adapt; ``None`` means :data:`DEFAULT_TARGET_MODULES`.
+    Raises:
+        ValueError: rank or alpha not positive, dropout outside [0, 1), empty targets.
+    """
+    if rank <= 0:
+        raise ValueError(f"LoRA rank must be > 0, got {rank}")
+    if alpha <= 0:
+        raise ValueError(f"LoRA alpha must be > 0, got {alpha} (alpha 0 makes the adapter a no-op)")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"LoRA dropout must be in [0, 1), got {dropout}")
+    targets = list(DEFAULT_TARGET_MODULES if target_modules is None else target_modules)
+    if not targets:
+        raise ValueError("LoRA target_modules is empty")
+    return LoraConfig(
+        r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
+        bias="none", task_type="CAUSAL_LM",
+    )
+
+
+def attach_lora(model, cfg: LoraConfig, adapter_name: str = "default") -> PeftModel:
+    """Wrap ``model`` with a LoRA adapter ``adapter_name`` (or add it to an existing PeftModel).
+
+    Only the LoRA weights are trainable afterwards; the base stays frozen. The new
+    adapter becomes the active one.
+
+    Returns:
+        The ``peft.PeftModel``.
+    Raises:
+        ValueError: none of ``cfg.target_modules`` names a module of ``model`` (lists the
+            linear layer names that exist), or ``adapter_name`` already exists.
+    """
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    leaf_names = {name.rsplit(".", 1)[-1] for name, mod in base.named_modules() if type(mod).__name__ == "Linear"}
+    wanted = set(cfg.target_modules) if not isinstance(cfg.target_modules, str) else None
+    if wanted is not None and not wanted & leaf_names:
+        raise ValueError(
+            f"no LoRA target module {sorted(wanted)} in {type(base).__name__}; linear layers: {sorted(leaf_names)}"
+        )
+    if isinstance(model, PeftModel):
+        if adapter_name in model.peft_config:
+            raise ValueError(f"adapter {adapter_name!r} already attached; adapters: {sorted(model.peft_config)}")
+        model.add_adapter(adapter_name, cfg)
+        model.set_adapter(adapter_name)
+        return model
+    return get_peft_model(model, cfg, adapter_name=adapter_name)

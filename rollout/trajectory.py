@@ -1,0 +1,103 @@
+"""Trajectories: what one agent episode produced, token by token and turn by turn.
+
+Token-in/token-out (DESIGN §2): the ids of a trajectory are
+``prompt_ids + response_ids[0] + observation_ids[0] + response_ids[1] + …`` exactly as
+the engine saw and produced them; nothing is re-tokenised from text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Turn:
+    """One assistant turn and the environment's reply.
+
+    Attributes:
+        response_ids: token ids the engine generated (end-of-turn token included if emitted).
+        response_logprobs: log π_rollout of each response token (nats), same length.
+        observation_ids: the chat template's delta that carries the env observation
+            (and the next generation prompt); empty on the last turn.
+        error: E(a_t, o_t) = 1 when the action raised (RS-Claw-Evolution §III-A).
+        error_kind: "parse_error", "unknown_tool", "schema_error", … or None.
+        tool_call: {"name", "arguments"} of the parsed action, or None.
+        finish_reason: "stop" (end-of-turn token) or "length" (max_new_tokens hit).
+    """
+
+    response_ids: list[int]
+    response_logprobs: list[float]
+    observation_ids: list[int] = field(default_factory=list)
+    response_text: str = ""
+    observation: str = ""
+    error: bool = False
+    error_kind: str | None = None
+    tool_call: dict | None = None
+    finish_reason: str = "stop"
+
+
+@dataclass
+class Trajectory:
+    """One episode of one task: the rollout unit that GRPO groups.
+
+    Attributes:
+        task_id: id of the TaskSpec.
+        group: key of the GRPO group (the G samples of one task in one step).
+        prompt_ids: system + first user message + generation prompt, as token ids.
+        turns: the assistant turns in order.
+        answer: {"value", "unit"} from the final ``answer`` action, or None.
+        env_failure: the environment (not the agent) failed; excluded from the loss and
+            from agent error counts (DESIGN §4, EnvPool).
+        reward: scalar trajectory reward, set by rewards/.
+        correct: outcome check of ``answer`` against the task's reference answer.
+    """
+
+    task_id: str
+    group: str
+    prompt_ids: list[int]
+    turns: list[Turn] = field(default_factory=list)
+    answer: dict | None = None
+    env_failure: bool = False
+    reward: float = 0.0
+    correct: bool = False
+
+    def token_ids(self) -> list[int]:
+        """All ids of the episode in order: prompt, then per turn response and observation."""
+        ids = list(self.prompt_ids)
+        for t in self.turns:
+            ids += t.response_ids + t.observation_ids
+        return ids
+
+    def response_mask(self) -> list[int]:
+        """1 on model-generated tokens, 0 on prompt and observation tokens; same length as token_ids()."""
+        mask = [0] * len(self.prompt_ids)
+        for t in self.turns:
+            mask += [1] * len(t.response_ids) + [0] * len(t.observation_ids)
+        return mask
+
+    def rollout_logprobs(self) -> list[float]:
+        """Engine logprobs aligned with token_ids(); 0.0 where the mask is 0."""
+        lp = [0.0] * len(self.prompt_ids)
+        for t in self.turns:
+            lp += list(t.response_logprobs) + [0.0] * len(t.observation_ids)
+        return lp
+
+    @property
+    def num_turns(self) -> int:
+        """Assistant turns taken."""
+        return len(self.turns)
+
+    @property
+    def num_error_turns(self) -> int:
+        """Turns with E = 1."""
+        return sum(t.error for t in self.turns)
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens the model generated over all turns."""
+        return sum(len(t.response_ids) for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable record (for JSONL dumps of rollouts)."""
+        return asdict(self)

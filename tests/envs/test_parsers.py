@@ -1,0 +1,60 @@
+"""json action parser: lenient formats, and each bad action gives the right error kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from earthrl.envs.parsers import ActionError, extract_call, parse_json_action
+
+GOOD = {"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>\n{"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}\n</tool_call>',
+    '<tool_call>{"name":"spectral_index","arguments":{"scene":"S2_T33UUU_20170216","index":"NDVI"}}</tool_call>',
+    'I will compute NDVI.\n<tool_call>\n  {"name": "spectral_index",\n   "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}  \n',
+    '{"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}',
+    '```json\n{"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}\n```',
+    '<tool_call>{"name": "spectral_index", "arguments": "{\\"scene\\": \\"S2_T33UUU_20170216\\", \\"index\\": \\"NDVI\\"}"}</tool_call>',
+    '<tool_call>{"name": "spectral_index", "parameters": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}</tool_call>'
+    '<tool_call>{"name": "answer", "arguments": {"value": 1}}</tool_call>',
+])
+def test_lenient_formats_parse(text):
+    a = parse_json_action(text)
+    assert a.to_dict() == GOOD
+
+
+def test_defaults_are_filled_and_values_validated():
+    a = parse_json_action('<tool_call>{"name": "threshold_mask", "arguments": {"name": "x", "value": "0.3"}}</tool_call>')
+    assert a.arguments == {"name": "x", "op": ">", "value": 0.3}
+
+
+@pytest.mark.parametrize("text,kind,needle", [
+    ("I think the NDVI is high.", "parse_error", "no tool call"),
+    ('<tool_call>{"name": "raster_stats", "arguments": {"name": "x"}</tool_call>', "parse_error", "invalid JSON"),
+    ("<tool_call>{'name': 'raster_stats', 'arguments': {}}</tool_call>", "parse_error", "double quotes"),
+    ('<tool_call>{"arguments": {"name": "x"}}</tool_call>', "parse_error", '"name"'),
+    ('<tool_call>{"name": "raster_stats", "arguments": [1, 2]}</tool_call>', "parse_error", '"arguments" must be an object'),
+    ('<tool_call>{"name": "compute_ndvi", "arguments": {}}</tool_call>', "unknown_tool", "spectral_index"),
+    ('<tool_call>{"name": "raster_stats", "arguments": {"name": ["a"]}}</tool_call>', "schema_error", "argument 'name'"),
+    ('<tool_call>{"name": "raster_stats", "arguments": {}}</tool_call>', "schema_error", "missing required argument 'name'"),
+    ('<tool_call>{"name": "raster_stats", "arguments": {"name": "x", "band": 1}}</tool_call>', "schema_error", "unknown argument 'band'"),
+    ('<tool_call>{"name": "threshold_mask", "arguments": {"name": "x", "op": "gt", "value": 0}}</tool_call>', "schema_error", "argument 'op'"),
+    ('<tool_call>{"name": "qa_mask", "arguments": {"scene": "x", "classes": "cloud"}}</tool_call>', "schema_error", "argument 'classes'"),
+])
+def test_bad_actions_raise_action_error(text, kind, needle):
+    with pytest.raises(ActionError) as ei:
+        parse_json_action(text)
+    assert ei.value.kind == kind
+    assert needle in ei.value.message
+
+
+def test_schema_message_names_the_tool_arguments():
+    with pytest.raises(ActionError) as ei:
+        parse_json_action('{"name": "spectral_index", "arguments": {"scene": 3, "index": "NDVI"}}')
+    assert "argument 'scene'" in ei.value.message and "scene, index" in ei.value.message
+
+
+def test_extract_call_without_validation():
+    assert extract_call('<tool_call>{"name": "anything", "arguments": {"a": 1}}</tool_call>') == {
+        "name": "anything", "arguments": {"a": 1}}

