@@ -195,19 +195,40 @@ def _fingerprint(skels: list[Skeleton], data_root: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def run_reference(env, skel: Skeleton) -> dict:
+def run_reference(env, skel: Skeleton) -> list[dict]:
     """Run ``skel.reference`` through ``env`` (its own tools, via the json action parser);
-    returns the last call's structured result.
+    returns every call's structured result, in order.
 
     Raises:
         RuntimeError: a reference call failed (names the call and the error observation).
     """
-    res = None
+    results = []
     for call in skel.reference:
         res = env.step(f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
         if res.error:
             raise RuntimeError(f"{skel.id}: reference call {call} failed: {res.observation}")
-    return res.result
+        results.append(res.result)
+    return results
+
+
+def instruction_steps(skel: Skeleton, results: list[dict]) -> str:
+    """The IF phrasing's step list, rendered from the executed reference workflow.
+
+    Each step names the tool and its arguments as JSON; an argument that is an artifact made
+    by an earlier step is written ``<artifact of step k>`` (the agent must carry the name
+    over from that step's observation); the last step is the ``answer`` call with the value
+    to report. Earth-Bench's IF mode likewise spells out the tool steps of the task.
+    """
+    made = {r.get("artifact"): k for k, r in enumerate(results, 1) if r and r.get("artifact")}
+    lines = []
+    for k, call in enumerate(skel.reference, 1):
+        args = {a: (f"<artifact of step {made[v]}>" if isinstance(v, str) and v in made else v)
+                for a, v in call["arguments"].items()}
+        lines.append(f"{k}. {call['name']} {json.dumps(args)}")
+    unit = f', "unit": "{skel.unit}"' if skel.unit else ""
+    lines.append(f'{len(skel.reference) + 1}. answer {{"value": <{skel.key} of step {len(skel.reference)}, '
+                 f'{skel.decimals} decimals>{unit}}}')
+    return "Steps:\n" + "\n".join(lines)
 
 
 def build(data_root: Path) -> list[TaskSpec]:
@@ -225,7 +246,9 @@ def build(data_root: Path) -> list[TaskSpec]:
                             answer=AnswerSpec(value=0.0), skill=s.skill, family=s.family,
                             template=s.template, split=split[s.instance])
             env.reset(task)
-            value = round(float(run_reference(env, s)[s.key]), s.decimals)
+            results = run_reference(env, s)
+            value = round(float(results[-1][s.key]), s.decimals)
+            task.question["IF"] = f"{s.question['IF']}\n{instruction_steps(s, results)}"
             tol = max(s.rel_tol * abs(value), 10.0 ** -s.decimals) if s.rel_tol else s.tol
             task.answer = AnswerSpec(kind="numeric", value=value, unit=s.unit,
                                      tolerance=round(tol, s.decimals + 1))

@@ -62,10 +62,12 @@ class LocalGRPORecipe:
             raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF or AP")
         if cfg.env.action_format != "json":
             raise ConfigError(f"env.action_format={cfg.env.action_format}: only json runs in this version")
-        from earthrl.rewards.registry import REWARDS
+        from earthrl.rewards.registry import get_reward
 
-        if cfg.algorithm.reward not in REWARDS:
-            raise ConfigError(f"algorithm.reward={cfg.algorithm.reward}: choose one of {', '.join(sorted(REWARDS))}")
+        try:
+            get_reward(cfg.algorithm.reward)
+        except KeyError as exc:
+            raise ConfigError(f"algorithm.reward={cfg.algorithm.reward}: {exc.args[0]}") from None
         try:
             self.tasks = [t.model_dump() for t in load_suite(cfg.tasks.name, split=cfg.tasks.split)]
         except (KeyError, ValueError, FileNotFoundError) as exc:
@@ -116,7 +118,8 @@ class LocalGRPORecipe:
             ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
                      object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
         self.engine = make_engine_actor(model_path=str(self.model_path), stop_ids=stop_ids, lora=lora,
-                                        dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
+                                        stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
+                                        num_threads=int(cfg.cluster.torch_threads))
         self.pool = EnvPool(int(cfg.env.num_workers), str(self.data_root), str(self.output_dir / "workspaces"),
                             env_kwargs={"mode": cfg.env.mode, "max_obs_chars": int(cfg.env.max_obs_chars)})
         self.system_prompt = self.pool.system_prompt()
@@ -148,7 +151,7 @@ class LocalGRPORecipe:
         return chosen
 
     def rollout(self, step: int, tasks: list[dict]):
-        """Sample G trajectories per task; returns (trajectories, generate seconds, tokens)."""
+        """Sample G trajectories per task; returns (trajectories, engine stats of the batching client)."""
         from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
         from earthrl.rollout.hf_engine import SamplingParams
 
@@ -164,7 +167,7 @@ class LocalGRPORecipe:
             trajs = await collect_rollouts(tasks, int(cfg.algorithm.group_size), step, system=self.system_prompt,
                                            codec=self.codec, tokenizer=self.tokenizer, engine=client,
                                            pool=self.pool, cfg=loop_cfg)
-            return trajs, client.generate_seconds, client.generated_tokens
+            return trajs, client.stats()
 
         return asyncio.run(go())
 
@@ -234,7 +237,7 @@ class LocalGRPORecipe:
             t0 = time.perf_counter()
             tasks = self.tasks_for_step(step)
             by_id = {t["id"]: t for t in tasks}
-            trajs, gen_s, gen_tokens = self.rollout(step, tasks)
+            trajs, engine_stats = self.rollout(step, tasks)
             t_rollout = time.perf_counter() - t0
             rewards = torch.tensor([0.0 if t.env_failure else reward_fn(t, by_id[t.task_id], **reward_kwargs) for t in trajs])
             for t, r in zip(trajs, rewards.tolist()):
@@ -248,7 +251,7 @@ class LocalGRPORecipe:
             ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
             t_update = time.perf_counter() - t1
             done = step + 1
-            m = self.step_metrics(trajs, rewards, advantages, loss_m, gen_tokens, gen_s, t_rollout, t_update,
+            m = self.step_metrics(trajs, rewards, advantages, loss_m, engine_stats, t_rollout, t_update,
                                   time.perf_counter() - t0)
             self.dump_rollouts(done, trajs)
             self.logger.log(m, step=done)
@@ -262,9 +265,10 @@ class LocalGRPORecipe:
         return history
 
     @staticmethod
-    def step_metrics(trajs, rewards, advantages, loss_m, gen_tokens, gen_s, t_rollout, t_update, t_step) -> dict:
+    def step_metrics(trajs, rewards, advantages, loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
         """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split)."""
         agent = [t for t in trajs if not t.env_failure]
+        gen_s = engine_stats["generate_s"]
         turns = sum(t.num_turns for t in agent)
         return {
             "reward/mean": float(rewards.mean()),
@@ -275,9 +279,10 @@ class LocalGRPORecipe:
             "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
             "rollout/mean_turns": turns / max(len(agent), 1),
             "rollout/env_failures": float(len(trajs) - len(agent)),
-            "rollout/generated_tokens": float(gen_tokens),
             "rollout/logprob_diff": loss_m.pop("logprob_diff"),
-            "perf/gen_tokens_per_s": gen_tokens / max(gen_s, 1e-9),
+            "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
+            **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
+            "perf/gen_tokens_per_s": engine_stats["generated_tokens"] / max(gen_s, 1e-9),
             "time/rollout_s": t_rollout,
             "time/generate_s": gen_s,
             "time/env_s": max(t_rollout - gen_s, 0.0),

