@@ -176,7 +176,8 @@ class LocalGRPORecipe:
         return asyncio.run(go())
 
     def update(self, trajs, advantages: torch.Tensor) -> dict:
-        """One PPO-clip + KL pass over the batch in micro-batches; returns loss metrics."""
+        """``algorithm.ppo_epochs`` PPO-clip + KL passes over the batch in micro-batches, one optimizer
+        step per pass; returns the last pass's loss metrics."""
         from earthrl.algorithms.broadcast import broadcast_to_tokens
         from earthrl.algorithms.policy_loss import PolicyLossConfig, ppo_clip_kl_loss
         from earthrl.models.policy import pack_batch, pad_right
@@ -190,21 +191,25 @@ class LocalGRPORecipe:
         if not keep or n_tokens == 0:
             return metrics
         mb = int(alg.micro_batch_size)
+        old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
+        ref_cache: dict[int, torch.Tensor | None] = {}
         self.policy.model.train()
         for _ in range(int(alg.ppo_epochs)):
+            metrics = dict.fromkeys(metrics, 0.0)
             self.optimizer.zero_grad(set_to_none=True)
             for s in range(0, len(keep), mb):
                 idx = keep[s:s + mb]
                 batch = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
                 ids, att, mask = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
-                ref = None
-                if loss_cfg.kl_coef > 0:
-                    ref = self.policy.ref_logprobs(ids, att, mask, temperature)
+                if s not in ref_cache:
+                    use_ref = loss_cfg.kl_coef > 0
+                    ref_cache[s] = self.policy.ref_logprobs(ids, att, mask, temperature) if use_ref else None
                 logprobs = self.policy.token_logprobs(ids, att, mask, temperature)
-                # one pass per rollout: π_old is the current policy (ratio 1, the gradient is GRPO's)
-                old = logprobs.detach()
+                # the first epoch's logprobs are π_old (ratio 1 there: the gradient is GRPO's);
+                # later epochs are clipped against them
+                old = old_cache.setdefault(s, logprobs.detach())
                 adv = broadcast_to_tokens(advantages[idx], mask)
-                loss, m = ppo_clip_kl_loss(logprobs, old, adv, mask, ref, loss_cfg, batch_num_tokens=n_tokens,
+                loss, m = ppo_clip_kl_loss(logprobs, old, adv, mask, ref_cache[s], loss_cfg, batch_num_tokens=n_tokens,
                                            global_batch_size=len(keep))
                 loss.backward()
                 share = float(mask.sum()) / n_tokens
