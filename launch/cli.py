@@ -17,8 +17,14 @@ def _fail(message: str) -> None:
 
 
 def _train(argv: list[str]) -> None:
+    from earthrl.launch.errors import ConfigError
     from earthrl.launch.hydra_app import main as hydra_main
+    from earthrl.launch.overrides import check_overrides
 
+    try:
+        check_overrides(argv)
+    except ConfigError as exc:
+        _fail(str(exc))
     sys.argv = ["earthrl train", *argv]
     hydra_main()
 

@@ -75,8 +75,9 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
 
 def test_unknown_model_fails_with_one_line_and_writes_nothing(tmp_path):
     proc = earthrl("train", "model=nope", cwd=tmp_path, check=False)
-    assert proc.returncode != 0
-    assert "model/nope" in proc.stderr + proc.stdout and "qwen2.5-coder-0.5b" in proc.stderr + proc.stdout
+    assert proc.returncode == 2
+    assert proc.stderr == ("earthrl: error: Could not find 'model/nope'; choose one of: "
+                           "qwen2.5-coder-0.5b, smollm2-135m, tiny-llama\n")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -93,9 +94,14 @@ def test_missing_data_names_the_fetch_command_and_writes_nothing(tmp_path, tiny_
     assert list(work.iterdir()) == []
 
 
-def test_malformed_override_fails_before_writing(tmp_path):
+def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
     proc = earthrl("train", "trainer.steps==", cwd=tmp_path, check=False)
-    assert proc.returncode != 0 and "trainer.steps" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("earthrl: error: Error parsing override 'trainer.steps=='")
+    proc = earthrl("train", "trainer.stepz=3", cwd=tmp_path, check=False)
+    assert proc.stderr == "earthrl: error: Could not override 'trainer.stepz'; to append to your config use +trainer.stepz=3\n"
+    proc = earthrl("train", "tasks=nope", cwd=tmp_path, check=False)
+    assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthrl-mini\n"
     assert list(tmp_path.iterdir()) == []
 
 

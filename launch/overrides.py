@@ -1,0 +1,51 @@
+"""One-line errors for bad command-line overrides, before Hydra runs anything.
+
+Hydra reports a bad override as a multi-line block (search path, grammar tokens, a stack
+trace hint). ``earthrl train`` composes the config first and turns such errors into one line
+that names the override and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from earthrl.launch.errors import ConfigError
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def one_line(exc: Exception) -> str:
+    """Condense a Hydra composition / override-parsing error into one line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    head = lines[0].removeprefix("In 'config': ")
+    if "Available options in" in str(exc):
+        start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
+        stop = next((i for i, line in enumerate(lines) if line.startswith("Config search path")), len(lines))
+        return f"{head}; choose one of: {', '.join(lines[start + 1:stop])}"
+    if type(exc).__name__ == "OverrideParseException":
+        return f"{head}: write key=value (Hydra override grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)"
+    hint = next((re.sub(r"^\d+\.\s*", "", line) for line in lines[1:]
+                 if re.match(r"^(\d+\.\s*)?to ", line, re.IGNORECASE)), None)
+    return f"{head.rstrip('.')}; {hint[0].lower() + hint[1:]}" if hint else head
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Compose ``conf/config.yaml`` with ``argv``'s overrides.
+
+    Sweeps (``-m``/``--multirun``) and Hydra's own flags are left to Hydra.
+
+    Raises:
+        ConfigError: one line naming the bad override and the fix.
+    """
+    if any(a.startswith("-") for a in argv):
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            compose("config", overrides=list(argv))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(one_line(exc)) from None
