@@ -8,6 +8,7 @@ error counts, DESIGN §4).
 
 from __future__ import annotations
 
+import re
 import shutil
 import zlib
 from dataclasses import asdict
@@ -33,10 +34,14 @@ class EnvWorker:
         self.env_kwargs = dict(env_kwargs or {})
         self.envs: dict = {}
 
+    def _workspace(self, episode_id: str) -> Path:
+        """The episode's folder: the id with path separators and odd characters replaced."""
+        return self.workspace_root / re.sub(r"[^A-Za-z0-9_.-]", "_", episode_id)[-80:]
+
     def _new_env(self, episode_id: str):
         from earthrl.envs.env import RSEnv
 
-        return RSEnv(self.data_root, self.workspace_root / episode_id, **self.env_kwargs)
+        return RSEnv(self.data_root, self._workspace(episode_id), **self.env_kwargs)
 
     def system_prompt(self) -> str:
         """The json-action system prompt with every tool's schema."""
@@ -67,7 +72,7 @@ class EnvWorker:
         env = self.envs.pop(episode_id, None)
         if env is not None:
             env.close()
-        shutil.rmtree(self.workspace_root / episode_id, ignore_errors=True)
+        shutil.rmtree(self._workspace(episode_id), ignore_errors=True)
 
     def live_episodes(self) -> int:
         """Episodes currently open on this worker."""

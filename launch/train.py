@@ -191,15 +191,16 @@ class LocalGRPORecipe:
         if not keep or n_tokens == 0:
             return metrics
         mb = int(alg.micro_batch_size)
+        micro = [(idx, pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx]),
+                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0))
+                 for idx in (keep[s:s + mb] for s in range(0, len(keep), mb))]
         old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
         ref_cache: dict[int, torch.Tensor | None] = {}
         self.policy.model.train()
         for _ in range(int(alg.ppo_epochs)):
             metrics = dict.fromkeys(metrics, 0.0)
             self.optimizer.zero_grad(set_to_none=True)
-            for s in range(0, len(keep), mb):
-                idx = keep[s:s + mb]
-                batch = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
+            for s, (idx, batch, rollout_lp) in enumerate(micro):
                 ids, att, mask = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
                 if s not in ref_cache:
                     use_ref = loss_cfg.kl_coef > 0
@@ -213,7 +214,6 @@ class LocalGRPORecipe:
                                            global_batch_size=len(keep))
                 loss.backward()
                 share = float(mask.sum()) / n_tokens
-                rollout_lp = pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0)
                 metrics["logprob_diff"] += float(((old - rollout_lp).abs() * mask).sum()) / n_tokens
                 metrics["loss"] += float(loss.detach())
                 for k in ("pg_loss", "kl", "clip_frac"):

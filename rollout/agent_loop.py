@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -133,8 +132,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         pool: :class:`earthrl.envs.pool.EnvPool`.
         cfg: :class:`LoopConfig`.
     """
-    # episode ids name workspace folders: no path separators from task ids
-    episode_id = re.sub(r"[^A-Za-z0-9_.-]", "_", task["id"])[-48:] + "-" + uuid.uuid4().hex[:8]
+    episode_id = f"{task['id']}-{uuid.uuid4().hex[:8]}"
     traj = Trajectory(task_id=task["id"], group=group, prompt_ids=[])
     engine.episode_started()
     try:
