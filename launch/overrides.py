@@ -44,8 +44,32 @@ def check_overrides(argv: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        try:
             compose("config", overrides=list(argv))
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(one_line(exc)) from None
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ConfigError(_did_you_mean(exc, argv) or one_line(exc)) from None
+
+
+def _did_you_mean(exc: Exception, argv: list[str]) -> str | None:
+    """For an override of a key that does not exist, name the closest existing key."""
+    import difflib
+
+    from hydra import compose
+
+    m = re.match(r"Could not override '([^']+)'", str(exc))
+    if m is None:
+        return None
+    key = m.group(1)
+    parent, _, leaf = key.rpartition(".")
+    groups = [a for a in argv if "=" in a and "." not in a.split("=", 1)[0]]  # keep model=…, tasks=…
+    node = compose("config", overrides=groups)
+    for part in filter(None, parent.split(".")):
+        node = node.get(part) if hasattr(node, "get") else None
+    if not hasattr(node, "keys"):
+        return None
+    close = difflib.get_close_matches(leaf, [str(k) for k in node.keys()], n=1)
+    if not close:
+        return None
+    fixed = f"{parent}.{close[0]}" if parent else close[0]
+    return f"unknown config key '{key}'; did you mean '{fixed}'? (to add a new key, write +{key}=…)"

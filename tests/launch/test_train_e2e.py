@@ -99,7 +99,10 @@ def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("earthrl: error: Error parsing override 'trainer.steps=='")
     proc = earthrl("train", "trainer.stepz=3", cwd=tmp_path, check=False)
-    assert proc.stderr == "earthrl: error: Could not override 'trainer.stepz'; to append to your config use +trainer.stepz=3\n"
+    assert proc.stderr == ("earthrl: error: unknown config key 'trainer.stepz'; did you mean 'trainer.steps'? "
+                           "(to add a new key, write +trainer.stepz=…)\n")
+    proc = earthrl("train", "trainer.zzzz=3", cwd=tmp_path, check=False)  # nothing close: Hydra's hint
+    assert proc.stderr == "earthrl: error: Could not override 'trainer.zzzz'; to append to your config use +trainer.zzzz=3\n"
     proc = earthrl("train", "tasks=nope", cwd=tmp_path, check=False)
     assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthrl-mini\n"
     assert list(tmp_path.iterdir()) == []
