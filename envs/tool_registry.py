@@ -4,8 +4,10 @@ Each tool is a plain function ``fn(ctx: ToolContext, args: ArgsModel) -> ToolRes
 pydantic argument model (→ JSON Schema, OpenAI function format) and the metadata EarthRL's rewards
 and skill tree use: SimCRAFT domain (one of :data:`DOMAINS`), HiRS specialist family
 (:data:`FAMILIES`: SPA surface parsing, PRA physical retrieval, SAA statistical analytics),
-skills, accepted sensors, valid value range and output kind. The real tools live in
-:mod:`earthrl.envs.tools`.
+skills (:data:`SKILLS`), accepted sensors, valid value range and output kind
+(:data:`OUTPUT_KINDS`). The real tools live in :mod:`earthrl.envs.tools` and the family modules it
+imports (``tools_preprocess``, ``tools_physics``, ``tools_timeseries``, ``tools_interpret``,
+``tools_stats``, ``tools_vector``, ``tools_viz``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from earthrl.envs.artifacts import ArtifactRegistry
 DOMAINS = ("Data & Preprocessing", "AI Interpretation", "Spatio-Temporal Analysis",
            "Physical & GIS Analytics", "Visualization")
 FAMILIES = ("SPA", "PRA", "SAA")
+#: the seven skill ids (shared contract of the skill tree, rewards and task suites).
+SKILLS = ("spectral_index", "lst_inversion", "water_flood", "vegetation_drought", "change_trend",
+          "land_cover", "cloud_masking")
+#: what a tool returns: an artifact kind (:data:`earthrl.envs.artifacts.KINDS`) or a direct value.
+OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "series", "table", "vector", "image",
+                "number", "metadata", "catalogue", "answer")
 
 
 class Args(BaseModel):
@@ -67,8 +75,7 @@ class Tool:
         description: one short sentence for the prompt.
         domain: one of SimCRAFT's five :data:`DOMAINS`; family: HiRS ``"SPA"|"PRA"|"SAA"``.
         skills: skill-tree nodes it belongs to; sensors: sensors it accepts (``"any"`` for all).
-        output_kind: ``"raster"``, ``"mask"``, ``"number"``, ``"metadata"``, ``"catalogue"``,
-            ``"answer"``; valid_range: plausible output range for the verifier, or None.
+        output_kind: one of :data:`OUTPUT_KINDS`; valid_range: plausible output range for the verifier, or None.
     """
 
     name: str
@@ -94,8 +101,14 @@ def register_tool(name: str, *, args: type[BaseModel], description: str, domain:
 
     Raises:
         ValueError: ``name`` is already registered (pass ``replace=True`` to override on
-            purpose), or ``domain``/``family`` is not one of :data:`DOMAINS`/:data:`FAMILIES`.
+            purpose), or ``domain``/``family``/a skill/``output_kind`` is not one of
+            :data:`DOMAINS`/:data:`FAMILIES`/:data:`SKILLS`/:data:`OUTPUT_KINDS`.
     """
+    bad = [s for s in skills if s not in SKILLS]
+    if bad or not skills:
+        raise ValueError(f"tool {name!r}: skills {bad or '[]'} not among {SKILLS}")
+    if output_kind not in OUTPUT_KINDS:
+        raise ValueError(f"tool {name!r}: output_kind {output_kind!r} not in {OUTPUT_KINDS}")
     if domain not in DOMAINS:
         raise ValueError(f"tool {name!r}: domain {domain!r} not in {DOMAINS}")
     if family not in FAMILIES:

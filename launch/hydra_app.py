@@ -1,22 +1,47 @@
-"""Hydra entry point of ``earthrl train`` (config in ``conf/``, relative to this file)."""
+"""Hydra entry points of ``earthrl train`` and ``earthrl eval`` (configs in ``conf/``, relative to this file).
+
+``conf/config.yaml`` composes a training job, ``conf/eval.yaml`` an evaluation job; both share
+the config groups (model, tasks, env, algorithm, cluster, logger).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import hydra
 from omegaconf import DictConfig
 
 from earthrl.launch.errors import ConfigError
 
+# command -> Hydra config name in conf/
+CONFIG_NAMES = {"train": "config", "eval": "eval"}
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    """Run the training recipe; a ConfigError ends the run with one line and exit code 2."""
-    from earthrl.launch.train import run
 
+def _run_or_exit(run: Callable[[DictConfig], object], cfg: DictConfig):
+    """Run the job and return its result (a sweep's comparison table reads it); a ConfigError
+    ends the job with one line and exit code 2."""
     try:
-        run(cfg)
+        return run(cfg)
     except ConfigError as exc:
         print(f"earthrl: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+
+
+@hydra.main(config_path="../conf", config_name=CONFIG_NAMES["train"], version_base="1.3")
+def main(cfg: DictConfig) -> list[dict]:
+    """Run the training recipe (:func:`earthrl.launch.train.run`); returns its per-step metrics."""
+    from earthrl.launch.train import run
+
+    return _run_or_exit(run, cfg)
+
+
+@hydra.main(config_path="../conf", config_name=CONFIG_NAMES["eval"], version_base="1.3")
+def eval_main(cfg: DictConfig) -> dict:
+    """Run an evaluation (:func:`earthrl.launch.eval.run`); returns the report."""
+    from earthrl.launch.eval import run
+
+    return _run_or_exit(run, cfg)
+
+
+HYDRA_MAINS: dict[str, Callable[[], None]] = {"train": main, "eval": eval_main}

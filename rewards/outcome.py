@@ -51,3 +51,78 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
     if kind == "choice":
         return str(value).strip().strip("()").upper()[:1] == str(reference["value"]).strip().upper()
     return " ".join(str(value).lower().split()) == " ".join(str(reference["value"]).lower().split())
+
+
+# ---------------------------------------------------------------- reference workflow helpers
+def reference_steps(task: dict, *, drop: tuple[str, ...] = ("answer",)) -> list[dict]:
+    """The task's reference tool calls ``[{"name", "arguments"}]`` in order, without ``drop`` tools.
+
+    Raises:
+        KeyError: the task has no ``reference`` field (a TaskSpec dict always has one).
+    """
+    steps = []
+    for call in task["reference"]:
+        call = call if isinstance(call, dict) else call.model_dump()
+        if call["name"] not in drop:
+            steps.append({"name": call["name"], "arguments": dict(call.get("arguments") or {})})
+    return steps
+
+
+def tool_family(name: str | None) -> str | None:
+    """HiRS family ("SPA"|"PRA"|"SAA") of an EarthRL tool, or None for a tool that does not exist."""
+    from earthrl.envs.tools import TOOLS
+
+    tool = TOOLS.get(name) if name else None
+    return tool.family if tool is not None else None
+
+
+_FULL_NUMBER = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def _is_number(x) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) or (
+        isinstance(x, str) and _FULL_NUMBER.fullmatch(x) is not None)
+
+
+def value_match(got, ref, *, rel_tol: float = 1e-2, abs_tol: float = 1e-6) -> bool:
+    """One argument value against its reference value.
+
+    Numbers (or strings that parse as numbers on both sides) match within
+    ``abs_tol + rel_tol·|ref|``; other strings match case- and space-insensitively; lists match
+    element-wise with equal length; dicts match when every key matches; booleans match only
+    booleans.
+    """
+    if isinstance(ref, dict):
+        return isinstance(got, dict) and set(got) == set(ref) and all(
+            value_match(got[k], ref[k], rel_tol=rel_tol, abs_tol=abs_tol) for k in ref)
+    if isinstance(ref, (list, tuple)):
+        return isinstance(got, (list, tuple)) and len(got) == len(ref) and all(
+            value_match(g, r, rel_tol=rel_tol, abs_tol=abs_tol) for g, r in zip(got, ref))
+    if isinstance(ref, bool) or isinstance(got, bool):
+        return isinstance(ref, bool) and isinstance(got, bool) and got == ref
+    if _is_number(got) and _is_number(ref):
+        a, b = float(got), float(ref)
+        return abs(a - b) <= abs_tol + rel_tol * abs(b)
+    return " ".join(str(got).lower().split()) == " ".join(str(ref).lower().split())
+
+
+def argument_match(arguments: dict | None, reference: dict, *, rel_tol: float = 1e-2,
+                   abs_tol: float = 1e-6) -> tuple[float, float]:
+    """How well a call's arguments match a reference step's arguments.
+
+    Args:
+        arguments: the model's ``arguments`` dict (None counts as empty).
+        reference: the reference step's ``arguments``.
+        rel_tol, abs_tol: numeric tolerance, see :func:`value_match`.
+
+    Returns:
+        ``(key_share, value_share)`` ∈ [0, 1]²: the share of reference keys present in
+        ``arguments``, and the share whose value matches (HiRS-Agent's R̂_args is ``value_share``).
+        A reference without arguments gives ``(1.0, 1.0)``.
+    """
+    if not reference:
+        return 1.0, 1.0
+    arguments = arguments if isinstance(arguments, dict) else {}
+    present = [k for k in reference if k in arguments]
+    hits = sum(value_match(arguments[k], reference[k], rel_tol=rel_tol, abs_tol=abs_tol) for k in present)
+    return len(present) / len(reference), hits / len(reference)

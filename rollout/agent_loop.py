@@ -103,6 +103,11 @@ class BatchingEngineClient:
                 fut.set_result(res)
 
 
+# StepResult fields copied onto the Turn when the environment sets them (hierarchical role,
+# routed sub-goal, every tool call of a codeact turn, the step verifier's verdict)
+TURN_FIELDS_FROM_ENV = ("role", "subgoal", "tool_calls", "verdict", "verdict_reasons")
+
+
 @dataclass(frozen=True)
 class LoopConfig:
     """Agent-loop limits.
@@ -145,7 +150,8 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
             res = await pool.step(episode_id, text)
             turn = Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"],
                         response_text=text, observation=res["observation"], error=bool(res["error"]),
-                        error_kind=res["error_kind"], tool_call=res["tool_call"], finish_reason=out["finish_reason"])
+                        error_kind=res["error_kind"], tool_call=res["tool_call"], finish_reason=out["finish_reason"],
+                        **{k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None})
             traj.turns.append(turn)
             if res["done"]:
                 traj.answer = res["answer"]
@@ -157,6 +163,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
                 break
             turn.observation_ids = obs_ids
             ids += out["response_ids"] + obs_ids
+        traj.record = await pool.episode_record(episode_id)
     except EnvFailure:
         traj.env_failure = True
     finally:
@@ -165,12 +172,14 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
     return traj
 
 
-async def collect_rollouts(tasks: list[dict], group_size: int, step: int, **kwargs) -> list[Trajectory]:
+async def collect_rollouts(tasks: list[dict], group_size: int, step: int, group_prefix: str = "",
+                           **kwargs) -> list[Trajectory]:
     """Run ``group_size`` episodes of every task concurrently.
 
     Returns:
         len(tasks) * group_size trajectories, grouped by task in order; group keys are
-        ``"<step>/<task id>"``.
+        ``"<group_prefix><step>/<task id>"``.
     """
-    coros = [run_episode(task, f"{step}/{task['id']}", **kwargs) for task in tasks for _ in range(group_size)]
+    coros = [run_episode(task, f"{group_prefix}{step}/{task['id']}", **kwargs)
+             for task in tasks for _ in range(group_size)]
     return list(await asyncio.gather(*coros))

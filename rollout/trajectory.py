@@ -24,6 +24,13 @@ class Turn:
         error_kind: "parse_error", "unknown_tool", "schema_error", … or None.
         tool_call: {"name", "arguments"} of the parsed action, or None.
         finish_reason: "stop" (end-of-turn token) or "length" (max_new_tokens hit).
+        role: ``"agent"`` (json/codeact formats), or ``"manager"``/``"specialist"`` in the
+            hierarchical format (HiRS-Agent VG-HRL: one backbone, role prompts).
+        subgoal: the manager's routing ``{"family": "SPA"|"PRA"|"SAA", "subgoal": str}`` or None.
+        tool_calls: every tool call the turn ran, in order, each
+            ``{"name", "arguments", "error": bool, "error_kind"}`` (a codeact turn may run several).
+        verdict: step verifier's ``"pass"``/``"uncertain"``/``"fail"`` (HiRS step verification), or None.
+        verdict_reasons: why the verifier decided so.
     """
 
     response_ids: list[int]
@@ -35,6 +42,11 @@ class Turn:
     error_kind: str | None = None
     tool_call: dict | None = None
     finish_reason: str = "stop"
+    role: str = "agent"
+    subgoal: dict | None = None
+    tool_calls: list[dict] = field(default_factory=list)
+    verdict: str | None = None
+    verdict_reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -51,6 +63,10 @@ class Trajectory:
             from agent error counts (DESIGN §4, EnvPool).
         reward: scalar trajectory reward, set by rewards/.
         correct: outcome check of ``answer`` against the task's reference answer.
+        record: the environment's episode record (:meth:`earthrl.envs.env.RSEnv.episode_record`):
+            ``{"artifacts": [{"name", "tool", "parents"}], "skills_opened": [...],
+            "docs_opened": [...]}`` — what MEFR's progress terms are computed from.
+        turn_rewards: per-turn rewards (HiRS specialist tiered, Earth-Agent-Pro executor), or empty.
     """
 
     task_id: str
@@ -61,6 +77,16 @@ class Trajectory:
     env_failure: bool = False
     reward: float = 0.0
     correct: bool = False
+    record: dict = field(default_factory=dict)
+    turn_rewards: list[float] = field(default_factory=list)
+
+    def turn_spans(self) -> list[tuple[int, int]]:
+        """``[start, end)`` of each turn's response tokens in :meth:`token_ids` order."""
+        spans, pos = [], len(self.prompt_ids)
+        for t in self.turns:
+            spans.append((pos, pos + len(t.response_ids)))
+            pos += len(t.response_ids) + len(t.observation_ids)
+        return spans
 
     def token_ids(self) -> list[int]:
         """All ids of the episode in order: prompt, then per turn response and observation."""
@@ -101,3 +127,17 @@ class Trajectory:
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable record (for JSONL dumps of rollouts)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """Inverse of :meth:`to_dict` (reads recorded trajectories back).
+
+        Raises:
+            ValueError: a field that a Trajectory or Turn does not have, or a missing required one.
+        """
+        data = dict(data)
+        try:
+            turns = [Turn(**t) for t in data.pop("turns", [])]
+            return cls(**data, turns=turns)
+        except TypeError as exc:
+            raise ValueError(f"not a trajectory record: {exc}") from None

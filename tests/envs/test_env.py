@@ -100,3 +100,102 @@ def test_system_prompt_is_short_and_complete(data_root, tmp_path):
     assert "answer tool" in p
     # Budget: <= 600 Qwen tokens. JSON-dense English runs >= 3 chars per Qwen token.
     assert len(p) <= 1800, len(p)
+
+
+# -- issue 3: error kinds, StepResult contract, formats, episode record ------------------------
+
+def _call(_tool, **arguments):
+    return "<tool_call>%s</tool_call>" % json.dumps({"name": _tool, "arguments": arguments})
+
+
+@pytest.mark.parametrize("kwargs,action,kind,needle", [
+    ({}, '<tool_call>{"name": "raster_stats", "arguments": {"name": "x"', "parse_error", "invalid JSON"),
+    ({}, "<tool_call>\n", "parse_error", "no tool call"),
+    ({}, _call("compute_ndvi", scene=LT), "unknown_tool", "spectral_index"),
+    ({}, _call("crop_bbox", name=f"{LT}:b4", bbox=[0, 0, 1, 1]), "unknown_tool", "tools: list_files"),
+    ({}, _call("spectral_index", scene=LT, index=["NDVI"]), "schema_error", "argument 'index'"),
+    ({}, _call("threshold_mask", name=f"{LT}:b4", value="high"), "schema_error", "argument 'value'"),
+    ({"toolset": "all"}, _call("water_mask", scene=S2, threshold=5), "schema_error", "argument 'threshold'"),
+    ({"toolset": "all"}, _call("crop_bbox", name=f"{LT}:b4", bbox=[5, 5, 5, 9]), "empty_aoi", "argument 'bbox'"),
+    ({}, _call("raster_stats", name=f"ndvi_{LT}"), "hallucinated_path", "does not exist"),
+    ({}, _call("spectral_index", scene=LT, index="NDWI"), "tool_error", "lacks"),
+    ({"toolset": "skills"}, _call("spectral_index", scene=LT, index="NDVI"), "tool_not_opened", "open_skill"),
+    ({"mode": "mock"}, _call("qa_mask", scene=S2, classes=[4]), "sensor_mismatch", "sentinel-2"),
+    ({"inject_errors": {"rate": 1.0, "seed": 0}}, _call("spectral_index", scene=LT, index="NDVI"),
+     "injected_error", "retry"),
+])
+def test_each_error_kind_is_an_error_observation(data_root, tmp_path, kwargs, action, kind, needle):
+    env = RSEnv(data_root, tmp_path / "ws", **kwargs)
+    env.reset(_task(data=[LT, S2]))
+    r = env.step(action)
+    assert (r.error, r.error_kind, r.done, r.verdict) == (True, kind, False, "fail")
+    assert r.observation.startswith(f"Error ({kind}):") and needle in r.observation
+    assert r.verdict_reasons[0].startswith(kind)
+    if kind != "parse_error":
+        assert r.tool_calls == [{**r.tool_call, "error": True, "error_kind": kind}]
+    # the episode continues: a good call runs right after
+    ok = env.step(_call("list_skills"))
+    assert not ok.error and ok.verdict == "pass" and "water_flood:" in ok.observation
+    env.close()
+
+
+def test_step_result_contract_and_episode_record(data_root, tmp_path):
+    env = RSEnv(data_root, tmp_path / "ws")
+    env.reset(_task())
+    r = env.step(_call("spectral_index", scene=LT, index="NDVI"))
+    assert (r.role, r.subgoal, r.verdict, r.verdict_reasons) == ("agent", None, "pass", [])
+    assert r.tool_calls == [{"name": "spectral_index", "arguments": {"scene": LT, "index": "NDVI"},
+                             "error": False, "error_kind": None}]
+    assert r.tool_s > 0
+    env.step(_call("threshold_mask", name=f"ndvi_{LT}", value=0.5))
+    env.step(_call("read_tool_doc", tool="pixel_share"))
+    env.step(_call("pixel_share", name=f"ndvi_{LT}_gt0.5"))
+    assert env.episode_record() == {
+        "artifacts": [{"name": f"ndvi_{LT}", "tool": "spectral_index", "parents": [LT]},
+                      {"name": f"ndvi_{LT}_gt0.5", "tool": "threshold_mask", "parents": [f"ndvi_{LT}"]}],
+        "skills_opened": [], "docs_opened": ["pixel_share"]}
+    env.close()
+
+
+def test_unknown_mode_format_and_toolset_are_refused(data_root, tmp_path):
+    with pytest.raises(ValueError, match="action_format 'xml'"):
+        RSEnv(data_root, tmp_path / "a", action_format="xml")
+    with pytest.raises(ValueError, match="toolset 'some'"):
+        RSEnv(data_root, tmp_path / "b", toolset="some")
+    with pytest.raises(ValueError, match="unknown tools"):
+        RSEnv(data_root, tmp_path / "c", toolset=["spectral_index", "ndvi_magic"])
+
+
+def test_toolsets_shape_the_prompt(data_root, tmp_path):
+    from earthrl.envs.toolsets import MINI_TOOLS
+
+    mini = RSEnv(data_root, tmp_path / "a")
+    assert [s["function"]["name"] for s in mini.tool_schemas()] == list(MINI_TOOLS)
+    few = RSEnv(data_root, tmp_path / "b", toolset=["spectral_index", "raster_stats"])
+    assert [s["function"]["name"] for s in few.tool_schemas()] == ["spectral_index", "raster_stats", "answer"]
+    sk = RSEnv(data_root, tmp_path / "c", toolset="skills")
+    names = [s["function"]["name"] for s in sk.tool_schemas()]
+    assert names == ["list_skills", "open_skill", "read_tool_doc", "answer"]
+    assert len(sk.system_prompt()) < len(mini.system_prompt()) / 2
+
+
+def test_codeact_turn_runs_several_calls_in_the_sandbox(data_root, tmp_path, raw):
+    import numpy as np
+
+    env = RSEnv(data_root, tmp_path / "ws", action_format="codeact")
+    env.reset(_task())
+    assert "def spectral_index(" in env.system_prompt()
+    r = env.step('```python\nr = spectral_index(scene="%s", index="NDVI")\n'
+                 's = raster_stats(name=r["artifact"])\nprint(round(s["mean"], 5))\n```' % LT)
+    n, red = raw.ls(LT, "b4"), raw.ls(LT, "b3")
+    want = (n - red) / (n + red)
+    assert not r.error and float(r.observation) == pytest.approx(np.nanmean(want), abs=1e-5)
+    assert [c["name"] for c in r.tool_calls] == ["spectral_index", "raster_stats"]
+    assert r.verdict == "pass" and r.tool_call["name"] == "spectral_index"
+    r = env.step('```python\nraster_stats(name="nope")\n```')
+    assert r.error and r.error_kind == "hallucinated_path" and r.tool_calls[0]["error"]
+    r = env.step("```python\n1/0\n```")
+    assert r.error and r.error_kind == "code_error" and r.tool_calls == [] and "ZeroDivisionError" in r.observation
+    r = env.step('```python\nanswer(value=0.7, unit="")\n```')
+    assert r.done and r.answer == {"value": 0.7, "unit": ""} and r.observation.startswith("answer recorded")
+    env.close()

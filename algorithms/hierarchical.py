@@ -1,0 +1,33 @@
+"""Step-grouped estimators: HiRS-Agent VG-HRL and Earth-Agent-Pro's node-level GRPO.
+
+- ``hierarchical`` (HiRS-Agent §3, VG-HRL): manager turns (and any non-specialist turn) get the
+  GRPO advantage of the manager reward (``trajectory.reward``) grouped by task; the k-th specialist
+  turn gets the GRPO advantage of its tiered reward (``trajectory.turn_rewards``) grouped by
+  (task, k) — steps are never mixed. The two levels meet only in the λ-mixed loss
+  (:mod:`earthrl.algorithms.mixed_loss`), never in the reward.
+- ``executor_node`` (Earth-Agent-Pro executor GRPO): every turn is a workflow node; the k-th turn's
+  per-turn reward is normalised within (task, k), the G candidates of one node.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from earthrl.algorithms.estimators import (ROLES, AdvantageConfig, TurnBatch, keyed_turn_advantages,
+                                           trajectory_advantages)
+from earthrl.algorithms.registry import ESTIMATORS
+
+
+@ESTIMATORS.register("hierarchical")
+def hierarchical_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """VG-HRL advantages: manager by task, specialist by (task, specialist step index). Returns (M,) float32."""
+    specialist = batch.turn_role == ROLES["specialist"]
+    manager = trajectory_advantages(batch, cfg)[batch.turn_traj]
+    steps = keyed_turn_advantages(batch, cfg, specialist, batch.turn_role_pos)
+    return torch.where(specialist, steps, manager)
+
+
+@ESTIMATORS.register("executor_node")
+def executor_node_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
+    """Earth-Agent-Pro node-level GRPO over per-turn rewards grouped by (task, turn index). Returns (M,) float32."""
+    return keyed_turn_advantages(batch, cfg, torch.ones_like(batch.turn_error), batch.turn_pos)

