@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 BUILTIN_SUITE_MODULES = ("earthrl.envs.suite_mini", "earthrl.envs.earthbench", "earthrl.envs.thinkgeo")
 
@@ -48,6 +48,8 @@ class AnswerSpec(BaseModel):
             choice without options or whose value is not one of the option letters.
     """
 
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not dropped
+
     kind: Literal["numeric", "choice", "text"] = "numeric"
     value: float | str
     unit: str = ""
@@ -72,6 +74,8 @@ class AnswerSpec(BaseModel):
 
 class ToolCall(BaseModel):
     """A reference tool call ``{"name", "arguments"}``."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not dropped
 
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -99,6 +103,8 @@ class TaskSpec(BaseModel):
     Raises:
         pydantic.ValidationError: empty question, or a phrasing key outside :data:`PHRASINGS`.
     """
+
+    model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not dropped
 
     id: str
     question: dict[str, str]

@@ -92,7 +92,7 @@ class EvalJob:
             raise ConfigError(f"eval.modes={list(ev.modes)}: use a list of {', '.join(MODES)}")
         if int(ev.samples) < 1 or int(ev.batch_tasks) < 1 or int(ev.bootstrap) < 0:
             raise ConfigError("eval.samples and eval.batch_tasks must be at least 1, eval.bootstrap at least 0")
-        self.output_dir = Path(ev.output_dir)
+        self.output_dir = self.default_output_dir() if ev.output_dir is None else Path(ev.output_dir)
         if ev.predictions:
             self.predictions = Path(ev.predictions)
             self.earthbench = Path(ev.earthbench or "")
@@ -114,7 +114,8 @@ class EvalJob:
         if ev.max_tasks is not None:
             tasks = tasks[: int(ev.max_tasks)]
         if not tasks:
-            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split}")
+            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split} "
+                              "(choose another with tasks.split=train|test)")
         self.tasks = [t.model_dump() for t in tasks]
         if self.recorded is None:
             self.model_path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
@@ -122,9 +123,53 @@ class EvalJob:
                 raise ConfigError(f"model {cfg.model.name} not found at {self.model_path}: "
                                   f"run `earthrl fetch model {cfg.model.name}` or set model.path")
             self.adapter = load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None
-            from earthrl.launch.runtime import env_kwargs
+            from earthrl.launch.runtime import check_task_data, env_kwargs
 
             env_kwargs(cfg.env)
+            check_task_data(self.tasks, self.data_root)
+            self.check_resumable(self.output_dir / "trajectories.jsonl")
+
+    def default_output_dir(self) -> Path:
+        """``runs/eval/<experiment_name>`` for a model run; named after the source when scoring files
+        (an Earth-Agent run folder or a trajectories file), so re-scoring never overwrites a model's report."""
+        ev = self.ev
+        if ev.predictions:
+            return Path("runs/eval") / f"earthbench-{Path(ev.predictions).name}-{ev.metrics_mode}"
+        if ev.trajectories:
+            src = Path(ev.trajectories)
+            return Path("runs/eval") / f"rescored-{src.parent.name or src.stem}-{ev.metrics_mode}"
+        return Path("runs/eval") / str(self.cfg.experiment_name)
+
+    def rollout_fingerprint(self) -> dict:
+        """What the recorded trajectories depend on: model, adapter, env, sampling, seed, and each
+        task's content (``{"tasks": {id: sha256}}``). A resumed eval must match it, or its report
+        would mix two configs."""
+        import hashlib
+
+        cfg = self.cfg
+        return {"model": str(self.model_path), "checkpoint": str(self.ev.checkpoint),
+                "env": OmegaConf.to_container(cfg.env, resolve=True),
+                "sampling": OmegaConf.to_container(cfg.sampling, resolve=True), "samples": int(self.ev.samples),
+                "seed": int(cfg.seed),
+                "tasks": {t["id"]: hashlib.sha256(json.dumps(t, sort_keys=True, default=str).encode()).hexdigest()
+                          for t in self.tasks}}
+
+    def check_resumable(self, traj_path: Path) -> None:
+        """Refuse to append to trajectories recorded under another rollout config or for a task
+        whose content changed since (more tasks than before is fine).
+
+        Raises:
+            ConfigError: names the first setting or task that differs and the two ways out.
+        """
+        state = self.output_dir / "eval_config.json"
+        if not traj_path.exists() or not self.ev.resume or not state.exists():
+            return
+        old, new = json.loads(state.read_text()), json.loads(json.dumps(self.rollout_fingerprint()))
+        changed = [k for k in new if k != "tasks" and old.get(k) != new[k]]
+        changed += [f"task {tid}" for tid, h in new["tasks"].items() if old.get("tasks", {}).get(tid, h) != h]
+        if changed:
+            raise ConfigError(f"{self.output_dir} holds trajectories recorded with another {changed[0]}; "
+                              "set eval.resume=false to start over there, or choose another eval.output_dir")
 
     # ------------------------------------------------------------ rollouts
     def pending(self, done: set[tuple[str, str]]) -> list[tuple[dict, str]]:
@@ -142,6 +187,10 @@ class EvalJob:
         if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
             traj_path.write_text("".join(json.dumps(e) + "\n" for e in kept))
         done = {(e["task_id"], e["mode"]) for e in kept}
+        state, fingerprint = self.output_dir / "eval_config.json", self.rollout_fingerprint()
+        if kept and state.exists():  # remember the tasks recorded before too
+            fingerprint["tasks"] = {**json.loads(state.read_text()).get("tasks", {}), **fingerprint["tasks"]}
+        state.write_text(json.dumps(fingerprint, indent=2))
         todo = self.pending(done)
         if not todo:
             return 0
@@ -196,7 +245,7 @@ class EvalJob:
             finally:
                 from earthrl.launch.runtime import RolloutRuntime
 
-                RolloutRuntime.shutdown()
+                RolloutRuntime.shutdown(self.output_dir / "workspaces")
             entries = read_trajectories(traj_path)
         known = {t["id"] for t in self.tasks}
         entries = [e for e in entries if e["task_id"] in known]

@@ -108,9 +108,23 @@ def build_earthbench_report(pred_dir: Path, earthbench: Path, *, mode: str = "ea
     from earthrl.rewards.metrics_earthbench import score_run
 
     res = score_run(Path(pred_dir), Path(earthbench), mode=mode, n_resamples=n_resamples, seed=seed)
-    return {"n_trajectories": res["n_records"], "n_tasks": res["n_tasks"], "metrics_mode": mode,
-            "source": str(pred_dir), "metrics": {"n": res["n_records"], **res["metrics"]},
+    scored = res["metrics"]["accuracy"]["n"]
+    return {"n_trajectories": scored, "n_tasks": res["n_tasks"], "metrics_mode": mode, "source": str(pred_dir),
+            "predictions_loaded": res["n_records"], "metrics": {"n": scored, **res["metrics"]},
             "by_skill": {}, "by_mode": {}, "turns_histogram": {}, "tokens_by_format": {}, "skipped": res["skipped"]}
+
+
+# keys of compute_all's "skipped" -> what they mean in the report
+SKIPPED_LABELS = {
+    "env_failure": "trajectories the environment failed (out of every metric)",
+    "no_reference": "tasks without reference calls (out of the call metrics)",
+    "missing_prediction": "tasks without a prediction (0 in the earthrl mode, skipped in the earthbench mode)",
+    "outside_tasks": "predictions for tasks outside the scored set",
+    "efficiency_inf": "tasks whose reference has no calls (out of Efficiency)",
+    "no_turns": "records without turns, e.g. prediction files (out of EIR, turns, tokens)",
+    "no_calls": "records whose calls were not logged (out of the call metrics)",
+    "not_judged": "answers not judged (out of Accuracy)",
+}
 
 
 def _cell(m: dict, key: str) -> str:
@@ -136,7 +150,8 @@ def _table(rows: dict[str, dict], first: str) -> list[str]:
 def to_markdown(report: dict) -> str:
     """The report as Markdown: overall metrics with 95% CIs, then the per-skill and per-mode
     tables, turns and tokens (sections without data are left out)."""
-    lines = [f"# EarthRL evaluation: {report['n_tasks']} tasks, {report['n_trajectories']} trajectories "
+    what = "scored predictions" if "predictions_loaded" in report else "trajectories"
+    lines = [f"# EarthRL evaluation: {report['n_tasks']} tasks, {report['n_trajectories']} {what} "
              f"(metrics mode: {report['metrics_mode']})", "",
              "Values are means with bootstrap 95% confidence intervals [low, high].", "",
              *_table({"all": report["metrics"]}, "split")]
@@ -153,7 +168,8 @@ def to_markdown(report: dict) -> str:
                                      for f, v in report["tokens_by_format"].items()]]
     skipped = {k: (len(v) if isinstance(v, list) else v) for k, v in report.get("skipped", {}).items()}
     if any(skipped.values()):
-        lines += ["", "Skipped or counted apart: " + ", ".join(f"{k} {v}" for k, v in skipped.items() if v)]
+        lines += ["", "Left out of some metrics:", "",
+                  *[f"- {SKIPPED_LABELS.get(k, k)}: {v}" for k, v in skipped.items() if v]]
     return "\n".join(lines) + "\n"
 
 

@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from earthrl.launch.errors import ConfigError
+
+
+def slug(value: str) -> str:
+    """A folder-safe name for a config value: a task file ``/a/b/my_tasks.jsonl`` → ``my_tasks``."""
+    text = str(value)
+    return Path(text).stem if ("/" in text or text.endswith((".json", ".jsonl"))) else text
+
+
+# ${slug:${tasks.name}} in experiment names (a task file path must not become nested folders)
+if not OmegaConf.has_resolver("slug"):
+    OmegaConf.register_new_resolver("slug", slug)
 
 # command -> Hydra config name in conf/
 CONFIG_NAMES = {"train": "config", "eval": "eval"}

@@ -48,6 +48,24 @@ def env_kwargs(env_cfg: DictConfig) -> dict:
     return {k: v for k, v in given.items() if k in accepted}
 
 
+def check_task_data(tasks: list[dict], data_root: Path) -> None:
+    """Every scene a task names exists under the data root (and its fetched siblings).
+
+    Raises:
+        ConfigError: the first task with unknown scenes, naming them and where they were looked for.
+    """
+    from earthrl.envs.catalog import catalog
+    from earthrl.launch.errors import ConfigError
+
+    scenes = catalog(Path(data_root))
+    for task in tasks:
+        missing = [s for s in task["data"] if s not in scenes]
+        if missing:
+            raise ConfigError(f"task {task['id']}: field data names scenes {missing} that are not under {data_root} "
+                              "(fetched data sets: `earthrl fetch data NAME`; scene ids: `earthrl serve-tools` "
+                              "or envs.catalog.catalog)")
+
+
 class RolloutRuntime:
     """Ray + rollout engine + EnvPool + chat codec for one model.
 
@@ -123,9 +141,11 @@ class RolloutRuntime:
         return asyncio.run(go())
 
     @staticmethod
-    def shutdown() -> None:
-        """Stop Ray (actors included)."""
+    def shutdown(workspace_root: Path | None = None) -> None:
+        """Stop Ray (actors included) and remove the workspaces folder if no episode left anything."""
         import ray
 
         if ray.is_initialized():
             ray.shutdown()
+        if workspace_root is not None and Path(workspace_root).is_dir() and not any(Path(workspace_root).iterdir()):
+            Path(workspace_root).rmdir()

@@ -64,7 +64,7 @@ class LocalGRPORecipe:
 
         if cfg.cluster.engine not in ENGINES:
             raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: {', '.join(sorted(ENGINES))}")
-        from earthrl.launch.runtime import env_kwargs
+        from earthrl.launch.runtime import check_task_data, env_kwargs
 
         env_kwargs(cfg.env)
         self.validate_algorithm()
@@ -73,7 +73,8 @@ class LocalGRPORecipe:
         except (KeyError, ValueError, FileNotFoundError) as exc:
             raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
         if not self.tasks:
-            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split}")
+            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split} "
+                              "(choose another with tasks.split=train|test)")
         ho = cfg.trainer.heldout
         self.heldout_tasks = []
         if int(ho.every) > 0:
@@ -85,6 +86,7 @@ class LocalGRPORecipe:
             if not self.heldout_tasks:
                 raise ConfigError(f"trainer.heldout: suite {cfg.tasks.name} has no {ho.split} tasks; "
                                   "set trainer.heldout.every=0 or another split")
+        check_task_data(self.tasks + self.heldout_tasks, self.data_root)
         from earthrl.launch.run_logger import wandb_mode
 
         try:
@@ -369,7 +371,7 @@ class LocalGRPORecipe:
 
         if getattr(self, "logger", None) is not None:
             self.logger.finish()
-        RolloutRuntime.shutdown()
+        RolloutRuntime.shutdown(getattr(self, "output_dir", None) and self.output_dir / "workspaces")
 
 
 def run(cfg: DictConfig) -> list[dict]:

@@ -16,8 +16,3 @@ def test_bench_small_batch(estimator):
     assert 0 < r["rewards_s"] <= r["total_s"] and 0 < r["broadcast_s"] <= r["total_s"]
     assert r["share_of_step"] == pytest.approx(r["total_s"] / 330.0)
 
-
-def test_default_size_is_within_one_percent_of_a_step():
-    # the target: 1024 trajectories × 8192 tokens in < 3.3 s (measured ~0.1 s here)
-    r = bench_algorithms(repeats=1)
-    assert r["within_budget"], r

