@@ -10,8 +10,8 @@ import pytest
 from earthrl.envs.earthbench import (EarthBenchFormatError, answer_disagreements, build_earthbench,
                                      load_earthbench, load_reference_file)
 from earthrl.envs.tasks import SKILLS, SUITES
+from tests.paths import EARTHBENCH as EB
 
-EB = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,10 @@ from earthrl.envs.env import RSEnv
 from earthrl.envs.mock import INJECTABLE, ErrorInjector
 from earthrl.envs.tasks import TaskSpec
 from earthrl.envs.tools import TOOLS
+from tests.paths import EARTHBENCH
 
 S2 = "S2_T33UUU_20170216"
 LT = "LT50350322008174PAC01"
-EARTHBENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
 
 
 def _env(data_root, tmp_path, data=(S2, LT), **kw):

@@ -9,8 +9,8 @@ import pytest
 from earthrl.envs.tasks import load_suite
 from earthrl.rollout.trajectory import Trajectory, Turn
 from tests.launch.test_train_e2e import earthrl
+from tests.paths import EARTHBENCH
 
-EARTHBENCH = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
 
 
 def _turn(n_action: int, n_obs: int, *, error: bool = False, kind: str | None = None, call: dict | None = None) -> dict:

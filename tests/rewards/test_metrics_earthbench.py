@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from earthrl.rewards.metrics_earthbench import OFFICIAL_TASK_IDS, load_run, score_run
+from tests.paths import EARTHBENCH as EB
 
-EB = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
 
 PUBLISHED = {  # Tool-Any-Order, Tool-In-Order, Tool-Exact-Match, Parameter, Efficiency, Accuracy
     "gpt5_AP": (0.7661, 0.7504, 0.5960, 0.4615, 1.5312, 0.5932),

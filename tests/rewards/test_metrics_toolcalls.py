@@ -10,8 +10,8 @@ import pytest
 from earthrl.rewards.metrics_earthbench import load_run
 from earthrl.rewards.metrics_toolcalls import (efficiency, parameter_match, tool_any_order,
                                                tool_exact_match, tool_in_order)
+from tests.paths import EARTHBENCH as EB
 
-EB = Path(__file__).resolve().parents[2] / ".." / "shared" / "earthbench"
 
 
 def c(name, **args):
