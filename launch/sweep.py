@@ -60,21 +60,38 @@ class ComparisonTable(Callback):
         self.rows: list[dict] = []
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
-        """Store the job's overrides and last metrics (a failed job is listed with its error)."""
+        """Store the job's overrides and last metrics (a failed job is listed with its error) and
+        rewrite the table so far, so that a sweep stopped by a failing job still leaves one."""
         overrides = list(job_return.overrides or [])
         try:
             history = job_return.return_value or []
             self.rows.append({"overrides": overrides, "metrics": last_metrics(history)})
         except Exception as exc:  # the job raised: Hydra re-raises on return_value access
             self.rows.append({"overrides": overrides, "metrics": {}, "error": f"{type(exc).__name__}: {exc}"})
+        folder = _sweep_dir(config)
+        if folder is not None:
+            self.write(folder)
 
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        """Write ``comparison.md``/``.json`` in the sweep folder and print the table."""
-        if not self.rows:
-            return
-        folder = Path(config.hydra.sweep.dir)
+    def write(self, folder: Path) -> str:
+        """Write ``comparison.md``/``.json`` into ``folder``; returns the Markdown table."""
         folder.mkdir(parents=True, exist_ok=True)
         table = comparison_markdown(self.rows)
         (folder / "comparison.md").write_text(table)
         (folder / "comparison.json").write_text(json.dumps(self.rows, indent=2))
+        return table
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        """Write the final table in the sweep folder and print it."""
+        folder = _sweep_dir(config)
+        if not self.rows or folder is None:
+            return
+        table = self.write(folder)
         print(f"\nsweep comparison ({folder / 'comparison.md'}):\n{table}", flush=True)
+
+
+def _sweep_dir(config: Any) -> Path | None:
+    """The sweep folder of a Hydra config (None outside a sweep, e.g. in unit tests)."""
+    try:
+        return Path(config.hydra.sweep.dir)
+    except AttributeError:
+        return None

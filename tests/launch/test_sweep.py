@@ -22,13 +22,15 @@ def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
         def return_value(self):
             raise RuntimeError("boom")
 
-    cb.on_job_end(None, ok)
-    cb.on_job_end(None, Failed())
+    cfg = SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(tmp_path))))
+    cb.on_job_end(cfg, ok)
+    assert "| default | 0.500 | 0.125 |" in (tmp_path / "comparison.md").read_text()  # a table after each job
+    cb.on_job_end(cfg, Failed())
     table = comparison_markdown(cb.rows)
     lines = table.splitlines()
     assert lines[0] == "common overrides: trainer.steps=2"
     assert lines[2] == "| job | held-out accuracy | held-out EIR |"
     assert lines[4] == "| algorithm=grpo | 0.500 | 0.125 |"
     assert lines[5] == "| algorithm=mefr_tap | failed: RuntimeError: boom |  |"
-    cb.on_multirun_end(SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(tmp_path)))))
+    cb.on_multirun_end(cfg)
     assert (tmp_path / "comparison.md").read_text() == table
