@@ -5,3 +5,8 @@ import os
 from pathlib import Path
 
 EARTHBENCH = Path(os.environ.get("EARTHRL_EARTHBENCH") or Path(__file__).resolve().parents[1] / ".." / "shared" / "earthbench")
+
+# Earth-Bench's files carry no licence, so the repository never ships them: where they are not
+# beside the project (or named by $EARTHRL_EARTHBENCH), the tests that read them cannot run.
+EARTHBENCH_MISSING = (f"Earth-Bench files not found at {EARTHBENCH}: they are not redistributable; "
+                      "set EARTHRL_EARTHBENCH to the folder with question.json")

@@ -10,14 +10,14 @@ import pytest
 from earthrl.envs.earthbench import (EarthBenchFormatError, answer_disagreements, build_earthbench,
                                      load_earthbench, load_reference_file)
 from earthrl.envs.tasks import SKILLS, SUITES
-from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
 
 
 @pytest.fixture(scope="module")
 def eb() -> Path:
     if not (EB / "question.json").is_file():
-        pytest.skip("shared Earth-Bench files absent")
+        pytest.skip(EARTHBENCH_MISSING)
     return EB
 
 

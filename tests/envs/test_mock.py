@@ -15,7 +15,7 @@ from earthrl.envs.env import RSEnv
 from earthrl.envs.mock import INJECTABLE, ErrorInjector
 from earthrl.envs.tasks import TaskSpec
 from earthrl.envs.tools import TOOLS
-from tests.paths import EARTHBENCH
+from tests.paths import EARTHBENCH, EARTHBENCH_MISSING
 
 S2 = "S2_T33UUU_20170216"
 LT = "LT50350322008174PAC01"
@@ -91,7 +91,7 @@ def test_mapping_table():
 def test_mock_accepts_the_earthbench_reference_calls(data_root, tmp_path):
     gt = EARTHBENCH / "extracted_tool_calls_GT.json"
     if not gt.exists():
-        pytest.skip(f"Earth-Bench files not found at {EARTHBENCH}")
+        pytest.skip(EARTHBENCH_MISSING)
     env = _env(data_root, tmp_path, data=())
     outcome, hallucinated = Counter(), Counter()
     for entry in json.loads(gt.read_text()):

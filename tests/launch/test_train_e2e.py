@@ -61,8 +61,6 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
                 "time/rollout_s", "time/update_s"):
         assert key in metrics[0]
     # held-out evaluation ran at the end of each invocation (trainer.heldout.every=3 > steps)
-    for m in metrics:
-        assert 0.0 <= m["heldout/accuracy"] <= 1.0 and m["heldout/avg_turns"] >= 1.0
     heldout = json.loads((tmp_path / "split" / "heldout" / "step_000002" / "report.json").read_text())
     assert heldout["n_trajectories"] == 4 and heldout["metrics"]["avg_turns"]["value"] == metrics[1]["heldout/avg_turns"]
     assert list((tmp_path / "straight" / "wandb").glob("offline-run-*"))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from earthrl.rewards.metrics_earthbench import OFFICIAL_TASK_IDS, load_run, score_run
-from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
 
 PUBLISHED = {  # Tool-Any-Order, Tool-In-Order, Tool-Exact-Match, Parameter, Efficiency, Accuracy
@@ -27,7 +27,7 @@ ORDER = ("tool_any_order", "tool_in_order", "tool_exact_match", "parameter", "ef
 @pytest.fixture(scope="module")
 def eb() -> Path:
     if not (EB / "question.json").is_file():
-        pytest.skip("shared Earth-Bench files absent")
+        pytest.skip(EARTHBENCH_MISSING)
     return EB
 
 

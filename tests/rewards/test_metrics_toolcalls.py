@@ -10,7 +10,7 @@ import pytest
 from earthrl.rewards.metrics_earthbench import load_run
 from earthrl.rewards.metrics_toolcalls import (efficiency, parameter_match, tool_any_order,
                                                tool_exact_match, tool_in_order)
-from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
 
 
@@ -62,7 +62,7 @@ def test_empty_prediction_and_empty_reference():
 def test_every_question_matches_earth_agents_own_scores(run):
     """Per-question values equal those in Earth-Agent's step_by_step / end_to_end files."""
     if not EB.is_dir():
-        pytest.skip("shared Earth-Bench files absent")
+        pytest.skip(EARTHBENCH_MISSING)
     from earthrl.envs.earthbench import load_reference_file
 
     refs = load_reference_file(EB)
