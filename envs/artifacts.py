@@ -5,11 +5,16 @@ Every file a tool writes is registered here with kind, CRS, shape, bands, units 
 (kind ``"scene"``), so that a tool can only touch what the task's data manifest or an earlier call
 made. Referring to anything else raises :class:`HallucinatedPathError` (error kind
 ``"hallucinated_path"``), which the env turns into an error observation.
+
+The workspace is shared with the CodeAct sandbox, whose code may plant links in it: every file
+is written and read through :mod:`earthrl.envs.sandbox_fs` (no link followed, plain files with
+one link only); a planted entry is a ``sandbox_violation`` error.
 """
 
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from earthrl.envs.catalog import Scene
+from earthrl.envs.sandbox_fs import UnsafeWorkspaceFile, check_entry, read_bytes, write_bytes
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
 #: artifact kind -> file extension in the workspace. Raster kinds are GeoTIFFs: ``raster``
@@ -41,6 +47,10 @@ class ToolError(Exception):
         super().__init__(message)
         self.kind = kind
         self.message = message
+
+
+def _unsafe(e: UnsafeWorkspaceFile) -> ToolError:
+    return ToolError("sandbox_violation", str(e))
 
 
 class HallucinatedPathError(ToolError):
@@ -141,7 +151,13 @@ class ArtifactRegistry:
             if key.lower().endswith(ext) and key[: -len(ext)] in self.artifacts:
                 key = key[: -len(ext)]
         if key in self.artifacts:
-            return self.artifacts[key]
+            art = self.artifacts[key]
+            if art.path is not None:  # a tool may open art.path itself: no planted link there
+                try:
+                    check_entry(art.path.parent, art.path.name)
+                except UnsafeWorkspaceFile as e:
+                    raise _unsafe(e) from None
+            return art
         raise self._unknown(ref, "artifact")
 
     def get_kind(self, ref: str, kinds: tuple[str, ...], field_name: str) -> Artifact:
@@ -167,12 +183,13 @@ class ArtifactRegistry:
         """
         art = self.get_kind(ref, RASTER_KINDS, "name")
         if art.name not in self._arrays:
-            import rasterio
             from rasterio.errors import RasterioError
 
             try:
-                with rasterio.open(art.path) as src:
+                with self._open_raster(art) as src:
                     self._arrays[art.name] = src.read(1)
+            except UnsafeWorkspaceFile as e:
+                raise _unsafe(e) from None
             except (RasterioError, OSError) as e:
                 first = (str(e).splitlines() or [""])[0][:160]
                 raise ToolError("corrupt_file", f"{art.name}: {art.path.name} is not a readable GeoTIFF "
@@ -189,7 +206,9 @@ class ArtifactRegistry:
 
         art = self.get_kind(ref, kinds, "series")
         try:
-            return json.loads(art.path.read_text())
+            return json.loads(read_bytes(art.path.parent, art.path.name))
+        except UnsafeWorkspaceFile as e:
+            raise _unsafe(e) from None
         except (OSError, ValueError) as e:
             raise ToolError("corrupt_file", f"{art.name}: {art.path.name} is not readable JSON ({e}); "
                             "re-create it with the tool that made it") from None
@@ -213,16 +232,18 @@ class ArtifactRegistry:
         """Write ``arr`` (2-D float32 raster with NaN nodata, uint8 mask/classes with 255 nodata,
         or int32 segments with -1 nodata) as a GeoTIFF ``workspace/<name>.tif`` and register it
         with its lineage. Re-using a name replaces the earlier artifact (its lineage too)."""
-        import rasterio
+        from rasterio.io import MemoryFile
 
         name = self.check_name(name)
         self.workspace.mkdir(parents=True, exist_ok=True)
         path = self.workspace / f"{name}.tif"
         nodata = {np.dtype(np.uint8): 255, np.dtype(np.int32): -1}.get(arr.dtype, float("nan"))
-        with rasterio.open(path, "w", driver="GTiff", height=arr.shape[0], width=arr.shape[1],
-                           count=1, dtype=str(arr.dtype), crs=crs, transform=transform,
-                           nodata=nodata) as dst:
-            dst.write(arr, 1)
+        with MemoryFile() as mem:
+            with mem.open(driver="GTiff", height=arr.shape[0], width=arr.shape[1], count=1,
+                          dtype=str(arr.dtype), crs=crs, transform=transform,
+                          nodata=nodata) as dst:
+                dst.write(arr, 1)
+            self._write(path, mem.read())
         art = Artifact(name=name, kind=kind, path=path, crs=crs, shape=tuple(arr.shape),
                        res=(abs(transform.a), abs(transform.e)), bands=bands or [name],
                        units=units, dtype=str(arr.dtype), nodata=nodata, parents=list(parents),
@@ -242,10 +263,15 @@ class ArtifactRegistry:
         """
         if kind not in KINDS:
             raise ToolError("tool_error", f"unknown artifact kind {kind!r}; kinds: {', '.join(KINDS)}")
+        import tempfile
+
         name = self.check_name(name)
         self.workspace.mkdir(parents=True, exist_ok=True)
         path = self.workspace / f"{name}{KINDS[kind]}"
-        writer(path)
+        with tempfile.TemporaryDirectory(prefix="earthrl_artifact_") as tmp:  # parent-only
+            private = Path(tmp) / path.name
+            writer(private)
+            self._write(path, private.read_bytes())
         art = Artifact(name=name, kind=kind, path=path, crs=crs, shape=None, res=None, bands=[],
                        units=units, dtype=KINDS[kind][1:], parents=list(parents), call=call,
                        sensor=sensor, date=date)
@@ -255,16 +281,40 @@ class ArtifactRegistry:
             self._raster_meta(art)
         return art
 
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        """Write ``data`` at ``path`` (in the workspace) without following links.
+
+        Raises:
+            ToolError: ``sandbox_violation`` when a link or folder was planted at that name.
+        """
+        try:
+            write_bytes(path.parent, path.name, data)
+        except UnsafeWorkspaceFile as e:
+            raise _unsafe(e) from None
+
+    @staticmethod
+    @contextmanager
+    def _open_raster(art: Artifact):
+        """The artifact's GeoTIFF opened from its bytes (read without following links).
+
+        Raises:
+            UnsafeWorkspaceFile: a planted link or non-regular file; OSError / RasterioError.
+        """
+        from rasterio.io import MemoryFile
+
+        with MemoryFile(read_bytes(art.path.parent, art.path.name)) as mem, mem.open() as src:
+            yield src
+
     def _raster_meta(self, art: Artifact) -> None:
-        import rasterio
         from rasterio.errors import RasterioError
 
         try:
-            with rasterio.open(art.path) as src:
+            with self._open_raster(art) as src:
                 art.crs = src.crs.to_string() if src.crs else None
                 art.shape, art.res = (src.height, src.width), (abs(src.transform.a), abs(src.transform.e))
                 art.transform, art.dtype, art.nodata = tuple(src.transform)[:6], src.dtypes[0], src.nodata
-        except (RasterioError, OSError):
+        except (RasterioError, OSError):  # UnsafeWorkspaceFile too
             pass  # unreadable: array() reports it as corrupt_file when a tool reads it
 
     def write_json(self, name: str, obj: dict, kind: str, *, units: str, parents: list[str],
@@ -297,3 +347,4 @@ class ArtifactRegistry:
 
         visit(name)
         return out
+

@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earthrl.envs.sandbox import Sandbox, isolation_prefix
+from earthrl.envs.sandbox import Sandbox, sandbox_backend
 from earthrl.envs.tool_registry import Args, Tool, ToolResult
 
 
@@ -26,22 +26,24 @@ def bench_sandbox(n: int = 50) -> dict:
     Returns:
         ``{"startup_s": seconds from constructor to ready interpreter, "exec_median_ms": median
         round trip of a trivial exec, "exec_p90_ms", "tool_call_ms": mean cost of one tool call
-        through the pipe, "netns", "pids_cgroup", "landlock": isolation layers in force
-        (Landlock ABI, 0 = none), "n": n}``.
+        through the pipe, "backend" ("bwrap", "kernel", "weaker"), "seccomp", "netns",
+        "pids_cgroup", "landlock": isolation layers in force (Landlock ABI, 0 = none), "n": n}``.
 
     Raises:
         ValueError: ``n`` < 1.
+        SandboxUnavailable: the machine cannot isolate the code (see ``sandbox_backend``).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    isolation_prefix()  # one-time probe per process, not part of a sandbox's start-up
+    sandbox_backend()  # one-time probe per process, not part of a sandbox's start-up
     with tempfile.TemporaryDirectory(prefix="earthrl_bench_sandbox_") as tmp:
         t0 = time.perf_counter()
         sb = Sandbox(Path(tmp) / "ws", tool_handler=lambda name, kw: {"text": "", "data": kw},
                      tools={"noop": NOOP})
         sb.start()
         startup = time.perf_counter() - t0
-        layers = {k: sb.isolation[k] for k in ("netns", "pids_cgroup", "landlock")}
+        layers = {k: sb.isolation[k]
+                  for k in ("backend", "seccomp", "netns", "pids_cgroup", "landlock")}
         try:
             times = []
             for _ in range(n):

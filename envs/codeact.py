@@ -20,8 +20,7 @@ from typing import Sequence
 from earthrl.envs.parsers import ActionError
 from earthrl.envs.sandbox import ExecResult, Sandbox, SandboxLimits, ToolHandler
 
-# a fence, its language tag, and the body up to the closing fence (or the end of a cut-off turn)
-_BLOCK_RE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_TAG_RE = re.compile(r"[\w+-]*")
 _PYTHON_TAGS = ("python", "py", "python3", "")
 CODE_HINT = ("Write one Python block per turn:\n```python\n"
              'r = raster_stats(name="...")\nprint(r)\n```')
@@ -30,9 +29,29 @@ TRUNCATED = "…[truncated]"
 
 def code_blocks(text: str) -> list[str]:
     """Bodies of the fenced Python blocks of ``text`` (tag ``python``/``py``/``python3`` or no
-    tag), in order; a block left open at the end of the text counts (a cut-off generation)."""
-    return [m.group(2) for m in _BLOCK_RE.finditer(text)
-            if m.group(1).lower() in _PYTHON_TAGS]
+    tag), in order; a block left open at the end of the text counts (a cut-off generation).
+
+    A fence is three backticks, an optional tag and the rest of its line; the body runs to the
+    next three backticks or the end. One left-to-right scan with ``str.find``: linear in
+    ``len(text)`` whatever the model wrote (a regex with a lazy body was quadratic on long runs
+    of fences; issue 9).
+    """
+    blocks, pos = [], 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return blocks
+        line_end = text.find("\n", start + 3)
+        if line_end < 0:  # no newline after this fence, hence after any later one either
+            return blocks
+        tag = _TAG_RE.match(text[start + 3:line_end].lstrip(" \t")).group(0)
+        close = text.find("```", line_end + 1)
+        body = text[line_end + 1:] if close < 0 else text[line_end + 1:close]
+        if tag.lower() in _PYTHON_TAGS:
+            blocks.append(body)
+        if close < 0:
+            return blocks
+        pos = close + 3
 
 
 def parse_codeact(text: str) -> str:
@@ -69,13 +88,18 @@ class CodeActSession:
         limits: :class:`~earthrl.envs.sandbox.SandboxLimits`.
         max_output_chars: budget of the printed output and of the error message, characters
             (the observation is at most notes + 2 x this).
-        tools, read_roots: passed to the sandbox.
+        tools, read_roots, allow_weaker: passed to the sandbox.
+
+    Raises:
+        SandboxUnavailable: no isolation on this machine and not ``allow_weaker``.
     """
 
     def __init__(self, workspace: Path, tool_handler: ToolHandler | None = None,
                  limits: SandboxLimits = SandboxLimits(), max_output_chars: int = 800, *,
-                 tools: dict | None = None, read_roots: Sequence[Path] = ()):
-        self.sandbox = Sandbox(workspace, limits, tool_handler, tools=tools, read_roots=read_roots)
+                 tools: dict | None = None, read_roots: Sequence[Path] = (),
+                 allow_weaker: bool = False):
+        self.sandbox = Sandbox(workspace, limits, tool_handler, tools=tools, read_roots=read_roots,
+                               allow_weaker=allow_weaker)
         self.max_output_chars = max_output_chars
 
     def run(self, action_text: str) -> ExecResult:

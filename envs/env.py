@@ -5,12 +5,18 @@ Every call, whatever the format, goes through :meth:`RSEnv.call`: env-level skil
 tool lookup in the episode's toolset → routed-family check (hierarchical) → pydantic schema →
 argument checks and skill constraints → injected error → the mode's engine (:data:`ENGINES`) →
 step verifier. Any failure is an error observation (E=1), never an exception.
+
+Agent errors (a bad action: the kinds of :class:`StepResult`) and internal errors are told apart:
+an exception that is not an expected agent error — a bug of EarthRL, data missing on disk, a
+MemoryError in a tool — becomes ``error_kind="internal_error"``; the model sees only that an
+internal error happened, and ``StepResult.internal_error`` carries the traceback for the run's log.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,10 +25,10 @@ import numpy as np
 
 from earthrl.envs.arg_checks import argument_problems
 from earthrl.envs.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.catalog import DataMissingError, catalog, scene_line
+from earthrl.envs.catalog import catalog, scene_line
 from earthrl.envs.env_actions import ENV_ACTIONS
 from earthrl.envs.mock import ErrorInjector, data_arguments, run_mock
-from earthrl.envs.parsers import ActionError, validate_arguments
+from earthrl.envs.parsers import ActionError, check_action_length, validate_arguments
 from earthrl.envs.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.tasks import TaskSpec
 from earthrl.envs.tool_registry import Tool, ToolContext, ToolResult
@@ -41,6 +47,14 @@ def _mock(env: "RSEnv", tool: Tool, args, call: dict) -> ToolResult:
 
 ENGINES: dict[str, Callable] = {"execute": _execute, "mock": _mock}
 MODES = tuple(ENGINES)
+INTERNAL_ERROR = "internal_error"
+
+
+def internal_message(where: str, exc: BaseException) -> str:
+    """What the model is told about an internal error: that it happened, where and its type —
+    no traceback, no message text (it may hold paths or data of the host)."""
+    return (f"EarthRL hit an internal error in {where} ({type(exc).__name__}); it is logged for "
+            "the developers and is not a fault of your action. Continue with another call.")
 
 
 @dataclass
@@ -56,7 +70,8 @@ class StepResult:
         error_kind: e.g. ``"parse_error"``, ``"unknown_tool"``, ``"schema_error"``,
             ``"hallucinated_path"``, ``"tool_error"``, ``"out_of_range"``, ``"empty_aoi"``,
             ``"tool_not_opened"``, ``"out_of_family"``, ``"wrong_role"``, ``"sensor_mismatch"``,
-            ``"injected_error"``, ``"episode_done"``; None when no error.
+            ``"injected_error"``, ``"episode_done"``, ``"internal_error"`` (a fault of EarthRL or
+            its host, not of the action: see ``internal_error``); None when no error.
         tool_call: ``{"name", "arguments"}`` of the (first) call the turn made (validated
             arguments when they validated, else as written), or None (no call parsed).
         answer: ``{"value", "unit"}`` when the answer tool was called, else None.
@@ -70,6 +85,10 @@ class StepResult:
         role: ``"agent"`` (json, codeact) or ``"manager"``/``"specialist"`` (hierarchical): who
             wrote the action of this turn.
         tool_s: seconds spent inside tool functions in this turn (for ``bench env``).
+        internal_error: full traceback text (``traceback.format_exc``) of the first internal
+            error of the turn (``error_kind="internal_error"`` or a call of the turn had one), for
+            the agent loop to log to ``internal_errors.jsonl`` and count; never shown to the model.
+            None when the turn had none.
     """
 
     observation: str
@@ -85,12 +104,14 @@ class StepResult:
     subgoal: dict | None = None
     role: str = "agent"
     tool_s: float = 0.0
+    internal_error: str | None = None
 
 
 @dataclass
 class CallOutcome:
     """What one call did (:meth:`RSEnv.call`). ``call`` is ``{"name","arguments"}``; ``text``
-    the untruncated observation; ``verdict`` a :class:`~earthrl.envs.verifier.Verdict`."""
+    the untruncated observation; ``verdict`` a :class:`~earthrl.envs.verifier.Verdict`;
+    ``internal_error`` the traceback of an internal error (``error_kind="internal_error"``)."""
 
     call: dict
     text: str
@@ -100,6 +121,7 @@ class CallOutcome:
     answer: dict | None = None
     verdict: Verdict = field(default_factory=Verdict)
     tool_s: float = 0.0
+    internal_error: str | None = None
 
     def record(self) -> dict:
         """``{"name", "arguments", "error", "error_kind"}`` (an entry of ``tool_calls``)."""
@@ -251,22 +273,34 @@ class RSEnv:
             result=outs[-1].data if outs else None,
             verdict=verdict.verdict if verdict else None,
             verdict_reasons=verdict.reasons if verdict else [],
-            tool_calls=[o.record() for o in outs], tool_s=sum(o.tool_s for o in outs), **extra)
+            tool_calls=[o.record() for o in outs], tool_s=sum(o.tool_s for o in outs),
+            internal_error=next((o.internal_error for o in outs if o.internal_error), None), **extra)
 
     # -- acting -------------------------------------------------------------------------------
     def step(self, action_text: str) -> StepResult:
-        """Parse and run one action in the env's action format. Never raises for a bad action:
-        every failure is an error observation (``error=True``).
+        """Parse and run one action in the env's action format. Never raises for anything the
+        model wrote: a bad action is an error observation (``error=True``), an action longer than
+        :data:`~earthrl.envs.parsers.MAX_ACTION_CHARS` a ``parse_error``, and any other exception
+        an ``internal_error`` (module doc) with its traceback in ``StepResult.internal_error``.
 
         Raises:
-            RuntimeError: :meth:`reset` was not called.
+            RuntimeError: :meth:`reset` was not called (a bug of the caller, not of the model).
         """
         if self.registry is None:
             raise RuntimeError("call reset(task) before step()")
-        if self.done:
-            res = self.error_result("episode_done", "the episode has ended with an answer")
-        else:
-            res = self.format.step(action_text)
+        try:
+            if not isinstance(action_text, str):
+                raise TypeError(f"action_text is a {type(action_text).__name__}, not a str")
+            check_action_length(action_text)
+            if self.done:
+                res = self.error_result("episode_done", "the episode has ended with an answer")
+            else:
+                res = self.format.step(action_text)
+        except ActionError as e:
+            res = self.error_result(e.kind, e.message)
+        except Exception as e:  # noqa: BLE001 - nothing may leave a step (issue 9)
+            res = self.error_result(INTERNAL_ERROR, internal_message(f"this {self.format.name} turn", e),
+                                    internal_error=traceback.format_exc())
         self.history.append(res)
         return res
 
@@ -274,10 +308,15 @@ class RSEnv:
         """Run one call for a code sandbox: ``{"text", "data", "error", "error_kind"}``."""
         return self.call(name, kwargs).handler_reply()
 
-    def _fail(self, call: dict, kind: str, message: str) -> CallOutcome:
+    def _fail(self, call: dict, kind: str, message: str, internal_error: str | None = None) -> CallOutcome:
         v = Verdict()
         v.add("fail", f"{kind}: {message[:160]}")
-        return CallOutcome(call, f"Error ({kind}): {message}", error=True, error_kind=kind, verdict=v)
+        return CallOutcome(call, f"Error ({kind}): {message}", error=True, error_kind=kind, verdict=v,
+                           internal_error=internal_error)
+
+    def _internal(self, call: dict, where: str, exc: BaseException) -> CallOutcome:
+        """An ``internal_error`` outcome for ``exc`` (call inside an ``except``: keeps the traceback)."""
+        return self._fail(call, INTERNAL_ERROR, internal_message(where, exc), traceback.format_exc())
 
     def call(self, name: str, arguments: dict, *, family: str | None = None) -> CallOutcome:
         """Run one call ``name(**arguments)`` through the whole pipeline (module doc).
@@ -285,8 +324,16 @@ class RSEnv:
         Args:
             family: the routed HiRS family of a specialist turn; a tool of another family is an
                 ``out_of_family`` error (HiRS: hallucinated out-of-domain tool) and does not run.
+
+        Never raises: an unexpected exception is an ``internal_error`` outcome.
         """
         call = {"name": name, "arguments": arguments}
+        try:
+            return self._call(name, arguments, call, family)
+        except Exception as e:  # noqa: BLE001 - a sandbox's tool handler must always get a reply
+            return self._internal(call, f"the call of {str(name)[:60]!r}", e)
+
+    def _call(self, name: str, arguments: dict, call: dict, family: str | None) -> CallOutcome:
         if self.done:
             return self._fail(call, "episode_done", "the episode has ended with an answer")
         if name in ENV_ACTIONS:
@@ -323,10 +370,8 @@ class RSEnv:
             out = tool.fn(self, args) if env_action else ENGINES[self.mode](self, tool, args, call)
         except ToolError as e:
             return self._fail(call, e.kind, e.message)
-        except DataMissingError:
-            raise
-        except Exception as e:  # a tool bug or numeric failure is the agent's observation too
-            return self._fail(call, "tool_error", f"{tool.name} failed: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - a tool bug, data missing on disk, MemoryError
+            return self._internal(call, tool.name, e)
         tool_s = time.perf_counter() - t0
         try:
             verdict = Verdict() if env_action else self._verify(tool, call, out, family)

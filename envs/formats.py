@@ -128,10 +128,13 @@ class CodeActFormat(ActionFormat):
     raised, the sandbox stopped it, or a tool call in it failed (even one the code caught); the
     turn's ``tool_calls`` are the env's records of the calls (validated arguments), its verdict
     the worst of theirs. Every tool and skill action is bound; the env refuses the ones the
-    toolset does not allow. Options: ``limits`` (keyword arguments of ``SandboxLimits``).
+    toolset does not allow. Options: ``limits`` (keyword arguments of ``SandboxLimits``),
+    ``sandbox`` (``{"allow_weaker": bool}``: run where neither bubblewrap nor the kernel layers
+    can isolate the code; config ``env.sandbox.allow_weaker``).
 
     Raises:
-        FormatUnavailable: :mod:`earthrl.envs.codeact` is not importable.
+        FormatUnavailable: :mod:`earthrl.envs.codeact` is not importable, or the machine cannot
+            isolate the code and ``allow_weaker`` is not set (one line naming the fix).
     """
 
     def __init__(self, env, **options):
@@ -142,6 +145,11 @@ class CodeActFormat(ActionFormat):
         except ImportError as e:
             raise FormatUnavailable(f"action_format codeact needs earthrl.envs.codeact and "
                                     f"earthrl.envs.sandbox ({e})") from None
+        self.allow_weaker = bool((self.options.get("sandbox") or {}).get("allow_weaker", False))
+        try:
+            self._sandbox.sandbox_backend(self.allow_weaker)
+        except self._sandbox.SandboxUnavailable as e:
+            raise FormatUnavailable(str(e)) from None
         self.session = None
         self._outs: list = []
 
@@ -160,7 +168,8 @@ class CodeActFormat(ActionFormat):
         limits = self._sandbox.SandboxLimits(**self.options.get("limits", {}))
         self.session = self._codeact.CodeActSession(
             self.env.workspace, self._handler, limits, self.env.max_obs_chars,
-            tools={**self.env.tools, **ENV_ACTIONS}, read_roots=(self.env.data_root,))
+            tools={**self.env.tools, **ENV_ACTIONS}, read_roots=(self.env.data_root,),
+            allow_weaker=self.allow_weaker)
 
     def step(self, text: str):
         self._outs = []
@@ -173,6 +182,14 @@ class CodeActFormat(ActionFormat):
             res.error, res.error_kind, res.verdict = True, r.error_kind, "fail"
             res.verdict_reasons.append(f"{r.error_kind}: {str(r.message)[:160]}")
         return res
+
+    def sandbox_record(self) -> dict:
+        """``{"violations": counted by the parent, "usage": {"execs", "wall_s", "cpu_s",
+        "tool_calls"}, "isolation": layers}`` of the episode's sandbox ({} before reset)."""
+        if self.session is None:
+            return {}
+        sb = self.session.sandbox
+        return {"violations": sb.violations, "usage": dict(sb.usage), "isolation": sb.isolation}
 
     def close(self) -> None:
         if self.session is not None and hasattr(self.session, "close"):

@@ -25,10 +25,9 @@ Rules (documented choices):
 from __future__ import annotations
 
 import json
-import re
 
 from earthrl.envs.formats import ActionFormat, register_format, run_hermes_call
-from earthrl.envs.parsers import ActionError, first_json_object, extract_call
+from earthrl.envs.parsers import ActionError, extract_call, first_json_object, tag_body
 from earthrl.envs.prompts import compact_schema
 from earthrl.envs.tool_registry import FAMILIES, openai_schema
 
@@ -37,7 +36,6 @@ FAMILY_ROLES = {
     "PRA": "physical retrieval (spectral indices, band math, reflectance, temperature)",
     "SAA": "statistical and spatio-temporal analytics (statistics, areas, shares, change, trends)",
 }
-_ROUTE_RE = re.compile(r"<route>\s*(.*?)\s*(?:</route>|$)", re.DOTALL)
 _MANAGER_HINT = ('Route one sub-goal: <route>{"family": "SPA|PRA|SAA", "subgoal": "..."}</route>, '
                  'or finish: <tool_call>{"name": "answer", "arguments": {"value": ..., "unit": "..."}}'
                  '</tool_call>')
@@ -50,8 +48,8 @@ def parse_route(text: str) -> dict:
         ActionError: ``parse_error`` (no JSON object), ``schema_error`` (family not SPA/PRA/SAA,
             empty or missing subgoal) — naming the field.
     """
-    m = _ROUTE_RE.search(text)
-    obj = first_json_object(m.group(1) if m else text)
+    body = tag_body(text, "route")
+    obj = first_json_object(text if body is None else body)
     family = str(obj.get("family", "")).strip().upper()
     subgoal = obj.get("subgoal")
     if family not in FAMILIES:

@@ -7,6 +7,12 @@
 Lenient: whitespace, a missing closing tag, a fenced ```json block, text around the call, and a
 bare JSON object without tags are all accepted; ``arguments`` may also be a JSON-encoded string
 (OpenAI style) or be spelled ``parameters``/``args``. Only the first tool call of a turn is used.
+
+Input bounds (checked in linear time before any JSON is decoded; ``json`` recurses per nesting
+level and ``int()`` refuses more than 4300 digits): an action is at most :data:`MAX_ACTION_CHARS`
+characters, JSON nests at most :data:`MAX_JSON_DEPTH` levels, an integer has at most
+:data:`MAX_INT_DIGITS` digits. Each breach is a ``parse_error`` naming the limit and the fix. No
+regex here can backtrack: tags and fences are found with ``str.find``.
 """
 
 from __future__ import annotations
@@ -17,8 +23,14 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-_TAG_RE = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$")
+#: longest action (characters) any format accepts (a turn of ~8k tokens; ``RSEnv.step`` checks it).
+MAX_ACTION_CHARS = 32_000
+#: deepest JSON nesting (``[``/``{`` levels) of a tool call; real calls nest 3 deep.
+MAX_JSON_DEPTH = 32
+#: most digits of one number (Python's ``int()`` refuses > 4300; real arguments use < 20).
+MAX_INT_DIGITS = 100
+_BRACKET_RE = re.compile(r"[\[\]{}]")
+_DIGITS_RE = re.compile(r"[0-9]+")
 CALL_HINT = ('Write exactly one call: <tool_call>\n{"name": "<tool>", "arguments": {...}}\n'
              '</tool_call>')
 
@@ -52,23 +64,64 @@ class ToolCallAction:
         return {"name": self.name, "arguments": self.arguments}
 
 
+def check_action_length(text: str) -> None:
+    """Raise ``parse_error`` when ``text`` is longer than :data:`MAX_ACTION_CHARS` characters."""
+    if len(text) > MAX_ACTION_CHARS:
+        raise ActionError("parse_error", f"the action is {len(text)} characters; the largest allowed "
+                          f"is {MAX_ACTION_CHARS}: write one short call (or code block) per turn")
+
+
+def check_json_bounds(text: str, what: str = "the tool call") -> None:
+    """Linear-time bounds on JSON ``text`` before it is decoded: at most :data:`MAX_JSON_DEPTH`
+    nested ``[``/``{`` (counted ignoring strings, so never under-counted) and no digit run longer
+    than :data:`MAX_INT_DIGITS`.
+
+    Raises:
+        ActionError: ``parse_error`` naming the limit, the value found and the fix.
+    """
+    depth = 0
+    for m in _BRACKET_RE.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > MAX_JSON_DEPTH:
+            raise ActionError("parse_error", f"{what} nests deeper than {MAX_JSON_DEPTH} levels of "
+                              "[ ] / { }; the largest allowed depth is "
+                              f"{MAX_JSON_DEPTH}: give flat arguments")
+    longest = max((m.end() - m.start() for m in _DIGITS_RE.finditer(text)), default=0)
+    if longest > MAX_INT_DIGITS:
+        raise ActionError("parse_error", f"{what} has a {longest}-digit number; the largest allowed "
+                          f"is {MAX_INT_DIGITS} digits: shorten it (e.g. 1e300 notation for large values)")
+
+
+def _decode_at(text: str, start: int):
+    """``json.JSONDecoder().raw_decode(text, start)``; a RecursionError or a ValueError of
+    ``int()`` (both excluded by :func:`check_json_bounds`, caught as a second line) become a
+    JSONDecodeError at ``start``."""
+    try:
+        return json.JSONDecoder().raw_decode(text, start)
+    except json.JSONDecodeError:
+        raise
+    except (RecursionError, ValueError) as e:
+        raise json.JSONDecodeError(f"undecodable value ({type(e).__name__})", text, start) from None
+
+
 def count_calls_after_first(text: str) -> int:
     """How many further top-level ``{"name": …}`` call objects follow the first JSON object of
-    ``text`` (a model that writes its whole plan in one turn); 0 when the first does not parse."""
-    decoder = json.JSONDecoder()
-    m = re.search(r"\{", text)
-    if m is None:
+    ``text`` (a model that writes its whole plan in one turn); 0 when the first does not parse.
+    Linear: after a failed decode the scan goes on where the decoder stopped."""
+    start = text.find("{")
+    if start < 0:
         return 0
     try:
-        _, pos = decoder.raw_decode(text, m.start())
-    except json.JSONDecodeError:
+        check_json_bounds(text[start:])
+        _, pos = _decode_at(text, start)
+    except (json.JSONDecodeError, ActionError):
         return 0
     count = 0
-    while (m := re.compile(r"\{").search(text, pos)) is not None:
+    while (start := text.find("{", pos)) >= 0:
         try:
-            obj, pos = decoder.raw_decode(text, m.start())
-        except json.JSONDecodeError:
-            pos = m.start() + 1
+            obj, pos = _decode_at(text, start)
+        except json.JSONDecodeError as e:
+            pos = max(e.pos, start + 1)
             continue
         count += isinstance(obj, dict) and isinstance(obj.get("name"), str)
     return count
@@ -76,15 +129,21 @@ def count_calls_after_first(text: str) -> int:
 
 def first_json_object(text: str) -> dict:
     """Decode the JSON object that starts at the first ``{``. Only that one is tried, so an inner
-    object of a broken call is never mistaken for a call."""
-    m = re.search(r"\{", text)
-    if m is None:
+    object of a broken call is never mistaken for a call.
+
+    Raises:
+        ActionError: ``parse_error``: no ``{``, a bound of :func:`check_json_bounds` breached,
+            invalid JSON, or not an object.
+    """
+    start = text.find("{")
+    if start < 0:
         raise ActionError("parse_error", f"no tool call found. {CALL_HINT}")
+    check_json_bounds(text[start:])
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text, m.start())
+        obj, _ = _decode_at(text, start)
     except json.JSONDecodeError as e:
         raise ActionError("parse_error", f"invalid JSON in the tool call: {e.msg} (char "
-                          f"{e.pos - m.start()}). Use double quotes and balanced braces. "
+                          f"{e.pos - start}). Use double quotes and balanced braces. "
                           f"{CALL_HINT}") from None
     if not isinstance(obj, dict):
         raise ActionError("parse_error", f"the tool call is not a JSON object. {CALL_HINT}")
@@ -98,17 +157,17 @@ def extract_call(text: str) -> dict:
         ActionError: ``parse_error`` when there is no JSON object, it does not parse, or it lacks
             a string ``name`` / an object ``arguments``.
     """
-    m = _TAG_RE.search(text)
-    body = m.group(1) if m else text
-    body = _FENCE_RE.sub("", body.strip())
+    check_action_length(text)
+    body = strip_fence(tag_body(text, "tool_call") or text)
     obj = first_json_object(body)
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ActionError("parse_error", f'the tool call has no "name" string. {CALL_HINT}')
     args = next((obj[k] for k in ("arguments", "parameters", "args") if k in obj), {})
     if isinstance(args, str):
+        check_json_bounds(args, '"arguments"')
         try:
-            args = json.loads(args) if args.strip() else {}
+            args = _decode_at(args.strip(), 0)[0] if args.strip() else {}
         except json.JSONDecodeError as e:
             raise ActionError("parse_error", f'"arguments" is a string that is not JSON ({e.msg}); '
                               'give an object: "arguments": {...}') from None
@@ -116,6 +175,37 @@ def extract_call(text: str) -> dict:
         raise ActionError("parse_error", f'"arguments" must be an object {{...}}, got '
                           f"{type(args).__name__}")
     return {"name": name.strip(), "arguments": args}
+
+
+def tag_body(text: str, tag: str) -> str | None:
+    """The stripped text after the first ``<tag>`` up to ``</tag>`` (or the end when the closing
+    tag is missing); None when there is no ``<tag>``. ``str.find`` only: linear time."""
+    start = text.find(f"<{tag}>")
+    if start < 0:
+        return None
+    start += len(tag) + 2
+    end = text.find(f"</{tag}>", start)
+    return text[start:].strip() if end < 0 else text[start:end].strip()
+
+
+def strip_fence(body: str) -> str:
+    """``body`` without a leading ```` ```json ```` / ```` ``` ```` fence and a trailing ```` ``` ````."""
+    body = body.strip()
+    if body.startswith("```"):
+        body = body[3:]
+        body = body[4:] if body.startswith("json") else body
+        body = body.lstrip()
+    if body.endswith("```"):
+        body = body[:-3].rstrip()
+    return body
+
+
+def _short_repr(value, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters; never raises (an int of > 4300 digits)."""
+    try:
+        return repr(value)[:limit]
+    except ValueError:
+        return f"<{type(value).__name__}>"
 
 
 def _schema_message(tool_name: str, err: ValidationError, model) -> str:
@@ -128,7 +218,7 @@ def _schema_message(tool_name: str, err: ValidationError, model) -> str:
         elif e["type"] == "extra_forbidden":
             parts.append(f"unknown argument '{loc}'")
         else:
-            parts.append(f"argument '{loc}': {e['msg']} (got {e.get('input')!r:.40})")
+            parts.append(f"argument '{loc}': {e['msg']} (got {_short_repr(e.get('input'))})")
     return f"{tool_name}: {'; '.join(parts)}. Arguments of {tool_name}: {allowed or 'none'}."
 
 

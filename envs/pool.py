@@ -7,10 +7,17 @@ is killed without restart and a fresh actor takes its slot. The episodes it host
 :class:`EnvFailure`, which the agent loop records as ``env_failure`` (left out of the loss
 and of agent error counts, DESIGN §4). Workspaces are removed when an episode closes,
 also when its worker died (the new worker removes the folder by its id).
+
+A call that does not return within ``step_timeout_s`` (a tool that hangs) raises
+:class:`EnvTimeout`: its worker is killed and replaced (a hung call cannot be cancelled
+inside a process), so the other episodes on that worker end as env failures too. The time
+counts from the call's submission, its wait in the worker's queue included, but not a fresh
+worker's start-up (calls wait for it first), so a slow start never passes for a hang.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shutil
 import zlib
@@ -20,6 +27,10 @@ from pathlib import Path
 
 class EnvFailure(RuntimeError):
     """The environment, not the agent, failed (dead actor, lost episode)."""
+
+
+class EnvTimeout(EnvFailure):
+    """An env call did not return within the pool's ``step_timeout_s``; its worker was replaced."""
 
 
 class EnvWorker:
@@ -89,6 +100,25 @@ class EnvWorker:
         """Episodes currently open on this worker."""
         return len(self.envs)
 
+    def usage(self) -> dict:
+        """This worker process: ``pid``, ``peak_rss_mb`` (ru_maxrss), ``open_fds`` and ``fds`` (number
+        → target), ``children`` (live child processes: sandboxes), ``live_episodes`` — for the load
+        bench's leak check."""
+        import os
+        import resource
+
+        import psutil
+
+        children = [c for c in psutil.Process().children(recursive=True) if c.status() != psutil.STATUS_ZOMBIE]
+        fds = {}
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # the listing's own descriptor, closed meanwhile
+                pass
+        return {"pid": os.getpid(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "open_fds": len(fds), "fds": fds, "children": len(children), "live_episodes": len(self.envs)}
+
 
 class EnvPool:
     """Client side of a pool of :class:`EnvWorker` Ray actors (awaitable methods).
@@ -97,26 +127,36 @@ class EnvPool:
         num_workers: actors to start (each is a separate process).
         data_root, workspace_root, env_kwargs: passed to every worker.
         max_restarts: Ray restarts of a crashed worker (then the pool re-creates it).
+        step_timeout_s: seconds a ``reset``/``step``/``episode_record`` call may take (its wait in the
+            worker's queue included, a new worker's start-up not) before it raises
+            :class:`EnvTimeout` and its worker is replaced; None: no limit.
 
     Methods return: ``reset`` → first user message (str); ``step`` → the
     :class:`~earthrl.envs.env.StepResult` as a dict (observation, done, error, error_kind,
     tool_call, answer, result, verdict, verdict_reasons, tool_calls, subgoal, role, tool_s);
     ``episode_record`` / ``close`` → the episode record dict. ``reset``/``step``/``episode_record`` raise
-    :class:`EnvFailure` when the environment failed; ``close`` never raises.
+    :class:`EnvFailure` (or its subclass :class:`EnvTimeout`) when the environment failed;
+    ``close`` never raises.
     """
 
+    step_timeout_s: float | None = None
+
     def __init__(self, num_workers: int, data_root: str, workspace_root: str,
-                 env_kwargs: dict | None = None, max_restarts: int = 3) -> None:
+                 env_kwargs: dict | None = None, max_restarts: int = 3, step_timeout_s: float | None = None) -> None:
         import ray
 
         if num_workers < 1:
             raise ValueError("env.num_workers must be at least 1")
+        if step_timeout_s is not None and not step_timeout_s > 0:
+            raise ValueError(f"env.step_timeout_s={step_timeout_s} must be a positive number of seconds (or null)")
+        self.step_timeout_s = step_timeout_s
         actor = ray.remote(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)(EnvWorker)
         args = (str(data_root), str(workspace_root), env_kwargs)
         self._factory = lambda: actor.remote(*args)
         self._kill = lambda handle: ray.kill(handle, no_restart=True)
         self.workers = [self._factory() for _ in range(num_workers)]
         self.respawns = 0
+        self._starting = {i: w.live_episodes.remote() for i, w in enumerate(self.workers)}
 
     def _index(self, episode_id: str) -> int:
         return zlib.crc32(episode_id.encode()) % len(self.workers)
@@ -132,14 +172,33 @@ class EnvPool:
             pass
         self.workers[index] = factory()
         self.respawns = getattr(self, "respawns", 0) + 1
+        if self.step_timeout_s is not None:
+            self._starting = {**getattr(self, "_starting", {}), index: self.workers[index].live_episodes.remote()}
+
+    async def _started(self, index: int) -> None:
+        """Wait until worker ``index`` has started, if it is new (start-up is not a hang)."""
+        ref = getattr(self, "_starting", {}).get(index)
+        if ref is None:
+            return
+        try:
+            await ref
+        except Exception:  # noqa: BLE001 - a worker that cannot start fails on the call itself
+            pass
+        if self._starting.get(index) is ref:
+            del self._starting[index]
 
     async def _call(self, episode_id: str, method: str, *args):
         from ray.exceptions import RayActorError
 
         index = self._index(episode_id)
+        await self._started(index)
         worker = self.workers[index]
         try:
-            return await getattr(worker, method).remote(episode_id, *args)
+            return await asyncio.wait_for(getattr(worker, method).remote(episode_id, *args), self.step_timeout_s)
+        except asyncio.TimeoutError:
+            self._respawn(index, worker)
+            raise EnvTimeout(f"{method} of episode {episode_id} did not return within env.step_timeout_s="
+                             f"{self.step_timeout_s}s; its worker was replaced") from None
         except RayActorError as exc:
             self._respawn(index, worker)
             raise EnvFailure(f"{method} of episode {episode_id} failed in the environment: {exc}") from exc
@@ -162,7 +221,7 @@ class EnvPool:
     async def close(self, episode_id: str) -> dict:
         try:
             return await self._call(episode_id, "close") or {}
-        except EnvFailure:
+        except Exception:  # noqa: BLE001 - closing never fails an episode; a dead worker took it along
             return {}
 
     def system_prompt(self) -> str:

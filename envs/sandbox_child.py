@@ -6,11 +6,13 @@ the machine allows it. It imports nothing of EarthRL. Protocol: newline-delimite
 inherited stdin/stdout pipes (moved to private descriptors; fds 0-2 then point at /dev/null so
 stray writes cannot corrupt it). Never pickle: the parent must not unpickle untrusted bytes.
 
-Parent -> child: ``{"t": "init", ...}`` once, then ``{"t": "exec", "id", "code", "cpu_s"}`` and
-``{"t": "tool_result", "text", "data", "error", "error_kind"}`` answers to tool requests.
-Child -> parent: ``{"t": "ready", "pid", "cgroup": joined the pids cgroup, "landlock": ABI}``,
-``{"t": "tool", "name", "kwargs"}``, and
-``{"t": "done", "id", "stdout", "error": None | {"kind", "message"}, "violations": [str]}``.
+Child -> parent first: ``{"t": "hello"}`` (the parent then puts the process into the sandbox's
+cgroups). Parent -> child: ``{"t": "init", ...}`` once, then ``{"t": "exec", "id", "code",
+"cpu_s"}`` and ``{"t": "tool_result", "text", "data", "error", "error_kind"}`` answers to tool
+requests. Child -> parent: ``{"t": "ready", "pid", "landlock": ABI}``, ``{"t": "tool", "name",
+"kwargs"}``, ``{"t": "violation", "text"}`` (sent by the audit hook the moment it refuses, before
+the code can catch the refusal), and ``{"t": "done", "id", "stdout", "error": None | {"kind",
+"message"}}``. The parent trusts none of it to lower E (see :mod:`earthrl.envs.sandbox`).
 
 Guards installed before any model code runs (``sys.addaudithook``, PEP 578): no sockets; no
 fork/exec/spawn/subprocess/os.system; os.kill/killpg only of itself; writes (open for writing,
@@ -19,11 +21,12 @@ directory listings only inside the workspace, the ``read_roots`` and the Python 
 ctypes symbol lookup or raw-memory access; no resource.setrlimit. rlimits: RLIMIT_AS (memory),
 RLIMIT_CPU (soft re-armed per exec, hard = the interpreter's lifetime budget; SIGXCPU raises
 :class:`CpuTimeExceeded`), RLIMIT_FSIZE (SIGXFSZ ignored so a big write fails with EFBIG),
-RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE=0; the pids cgroup named in ``init`` is joined first.
-Then Landlock (``init["landlock"]`` = path of :mod:`earthrl.envs.sandbox_landlock`) confines
+RLIMIT_NOFILE, RLIMIT_NPROC, RLIMIT_CORE=0. Then Landlock (``init["landlock"]`` = path of
+:mod:`earthrl.envs.sandbox_landlock`) confines
 file access to the same readable roots and the writable workspace at the kernel level, with no
 TCP and no signals outside the sandbox. Audit hooks are not a security boundary (PEP 578 says
-so): they give clear refusals; namespaces, Landlock, the cgroup and rlimits are the boundary.
+so): they give clear refusals; bubblewrap, seccomp, the cgroups and Landlock are the boundary.
+The hook's ``trusted`` switch is per thread: threads the code starts are always checked.
 """
 
 import difflib
@@ -155,16 +158,26 @@ def _landlock(module_path, workspace, read_roots):
 
 
 class _Guard:
-    """The audit hook. ``trusted`` is True while the child's own code runs (protocol, traceback
-    formatting); violations of a cell are collected in ``violations``."""
+    """The audit hook. ``trusted`` is True while the child's own code runs in the main thread
+    (protocol, traceback formatting); other threads are never trusted. Each refusal is sent to
+    the parent at once through ``report``."""
 
-    def __init__(self, workspace, read_roots, protocol_fds):
+    def __init__(self, workspace, read_roots, protocol_fds, report):
         self.workspace = os.path.realpath(workspace)
         self.read_roots = readable_roots(self.workspace, read_roots)
         self.protocol_fds = set(protocol_fds)
         self.pid = os.getpid()
-        self.trusted = True
-        self.violations = []
+        self.report = report
+        self._local = threading.local()
+        self._local.trusted = True
+
+    @property
+    def trusted(self):
+        return getattr(self._local, "trusted", False)
+
+    @trusted.setter
+    def trusted(self, value):
+        self._local.trusted = value
 
     @staticmethod
     def _under(path, roots):
@@ -177,7 +190,10 @@ class _Guard:
 
     def _refuse(self, what):
         msg = f"sandbox: {what}"
-        self.violations.append(msg)
+        try:
+            self.report({"t": "violation", "text": msg})
+        except OSError:
+            pass
         raise SandboxViolation(msg)
 
     def _check_write(self, path, event):
@@ -233,12 +249,14 @@ class _Channel:
     def __init__(self, rfd, wfd):
         self.r = os.fdopen(rfd, "rb")
         self.wfd = wfd
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one tool request/reply at a time
+        self.wlock = threading.Lock()  # whole lines from several threads
 
     def send(self, obj):
         data = (json.dumps(obj, default=_jsonable) + "\n").encode()
-        while data:
-            data = data[os.write(self.wfd, data):]
+        with self.wlock:
+            while data:
+                data = data[os.write(self.wfd, data):]
 
     def recv(self):
         line = self.r.readline()
@@ -319,9 +337,10 @@ def _classify(exc, cell_names, tool_names):
 
 def _set_limits(lim):
     R = resource
-    caps = [(R.RLIMIT_AS, lim["memory_mb"] * 2**20), (R.RLIMIT_FSIZE, lim["file_mb"] * 2**20),
+    caps = [(R.RLIMIT_AS, int(lim["memory_mb"] * 2**20)),
+            (R.RLIMIT_FSIZE, int(lim["file_mb"] * 2**20)),
             (R.RLIMIT_NOFILE, lim["max_open_files"]), (R.RLIMIT_CORE, 0),
-            (R.RLIMIT_CPU, lim["cpu_total_s"])]
+            (R.RLIMIT_CPU, math.ceil(lim["cpu_episode_s"]))]
     if lim.get("max_processes"):
         caps.append((R.RLIMIT_NPROC, lim["max_processes"]))
     for which, value in caps:
@@ -338,20 +357,21 @@ def _arm_cpu(cpu_s):
     resource.setrlimit(resource.RLIMIT_CPU, (min(soft, hard), hard))
 
 
-def _join_cgroup(path):
-    """Move this process into the sandbox's pids cgroup (before any thread or model code)."""
-    if not path:
-        return False
-    try:
-        with open(os.path.join(path, "cgroup.procs"), "w") as f:
-            f.write("0")
-        return True
-    except OSError:
-        return False
-
-
 def _on_xcpu(signum, frame):
     raise CpuTimeExceeded()
+
+
+def _xcpu_to_main_thread():
+    """Threads started by the code block SIGXCPU, so that the kernel delivers it to the main
+    thread, whose handler interrupts even a ``time.sleep`` there (a busy thread besides a
+    sleeping main thread is then stopped at the CPU limit, not at the wall limit)."""
+    inner = threading.Thread._bootstrap_inner
+
+    def bootstrap(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
+        inner(self)
+
+    threading.Thread._bootstrap_inner = bootstrap
 
 
 def main():
@@ -361,16 +381,16 @@ def main():
         os.dup2(null, fd)
     os.close(null)
     channel = _Channel(rfd, wfd)
+    channel.send({"t": "hello"})
     init = channel.recv()
     workspace = init["workspace"]
-    in_cgroup = _join_cgroup(init.get("cgroup"))
     os.chdir(workspace)
     sys.path = [p for p in sys.path if p]  # never import from the workspace
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.signal(signal.SIGXCPU, _on_xcpu)
     _set_limits(init["limits"])
     landlock_abi = _landlock(init.get("landlock"), workspace, init["read_roots"])
-    guard = _Guard(workspace, init["read_roots"], (rfd, wfd))
+    guard = _Guard(workspace, init["read_roots"], (rfd, wfd), channel.send)
     tool_names = [s["name"] for s in init["tools"]]
     ns = {"__name__": "__main__", "__builtins__": __builtins__, "ToolCallError": ToolCallError}
     for spec in init["tools"]:
@@ -383,11 +403,11 @@ def main():
         _posixsubprocess.fork_exec = _refused
     except ImportError:
         pass
+    _xcpu_to_main_thread()
     os.environ.__class__ = _SandboxEnviron
     sys.addaudithook(guard)
     cap = init["limits"]["max_capture_chars"]
-    channel.send({"t": "ready", "pid": os.getpid(), "cgroup": in_cgroup,
-                  "landlock": landlock_abi})
+    channel.send({"t": "ready", "pid": os.getpid(), "landlock": landlock_abi})
     cell = 0
     cell_names = set()
     while True:
@@ -400,7 +420,6 @@ def main():
         code = msg["code"]
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         out, error = _Capture(cap), None
-        guard.violations = []
         _arm_cpu(msg["cpu_s"])
         old_out, old_err = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = out
@@ -417,8 +436,7 @@ def main():
         finally:
             guard.trusted = True
             sys.stdout, sys.stderr = old_out, old_err
-        channel.send({"t": "done", "id": msg.get("id"), "stdout": out.value(), "error": error,
-                      "violations": guard.violations[:5]})
+        channel.send({"t": "done", "id": msg.get("id"), "stdout": out.value(), "error": error})
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from earthrl.envs.tool_registry import SKILLS, ToolContext, ToolResult
 AUTHALIC_R_M = 6371007.181  # authalic radius of the GRS80/WGS84 ellipsoid (m)
 #: all seven skill ids (tools useful to every skill: data access, answer).
 ALL_SKILLS = SKILLS
+#: largest raster (rows × cols) one tool call may allocate: 2e8 float32 pixels = 800 MB, 1.7× a
+#: full 10980² Sentinel-2 10 m band; :func:`check_raster_size` refuses more before allocating.
+MAX_RASTER_PIXELS = 200_000_000
 
 
 def fmt(x: float) -> str:
@@ -122,6 +125,27 @@ def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
         arr = arr.astype(np.float32)
     return Layer(arr, art.crs, Affine(*art.transform), art.units, art.name, art.kind,
                  art.sensor, art.date)
+
+
+def check_raster_size(tool: str, rows: float, cols: float, argument: str, fix: str) -> None:
+    """Refuse an output raster of ``rows`` × ``cols`` pixels above :data:`MAX_RASTER_PIXELS`
+    before it is allocated.
+
+    Args:
+        tool: the tool's name; argument: ``name=value`` of the argument that sets the size;
+        fix: what to give instead (e.g. ``"use resolution >= 8.8"``).
+
+    Raises:
+        ToolError: kind ``raster_too_large``, e.g. "resample: resolution=0.1 would make a
+            153600×76800 raster (1.18e+10 pixels); the largest allowed is 2e+08 pixels: use
+            resolution >= 8.8".
+    """
+    rows, cols = float(rows), float(cols)
+    if not (rows * cols <= MAX_RASTER_PIXELS):  # also refuses NaN
+        side = (lambda x: f"{x:.0f}" if x < 1e9 else f"{x:.3g}")
+        raise ToolError("raster_too_large", f"{tool}: {argument} would make a {side(rows)}×{side(cols)} "
+                        f"raster ({rows * cols:.3g} pixels); the largest allowed is "
+                        f"{MAX_RASTER_PIXELS:.0e} pixels: {fix}")
 
 
 def valid_values(layer: Layer, field: str) -> np.ndarray:
@@ -279,6 +303,7 @@ def decimal_years(dates: list[str]) -> np.ndarray:
     return np.array(out)
 
 
-__all__ = ["ALL_SKILLS", "Layer", "align", "call_hash", "decimal_years", "fmt",
+__all__ = ["ALL_SKILLS", "MAX_RASTER_PIXELS", "Layer", "align", "call_hash", "check_raster_size",
+           "decimal_years", "fmt",
            "load_layer", "load_series", "load_vector", "out_name", "parents", "provenance",
            "same_grid", "valid_values", "write_png", "write_raster", "write_vector"]

@@ -16,8 +16,9 @@ from earthrl.envs import calibration
 from earthrl.envs.artifacts import ToolError
 from earthrl.envs.catalog import BQA_BITS, read_band, scene_line
 from earthrl.envs.tool_registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools_common import (ALL_SKILLS, Layer, call_hash, fmt, load_layer, load_vector,
-                                       out_name, write_raster)
+from earthrl.envs.tools_common import (ALL_SKILLS, MAX_RASTER_PIXELS, Layer, call_hash,
+                                       check_raster_size, fmt, load_layer, load_vector, out_name,
+                                       write_raster)
 
 _DP = dict(domain="Data & Preprocessing", family="SPA")
 _AOI_SKILLS = ("water_flood", "land_cover", "vegetation_drought", "change_trend")
@@ -34,6 +35,14 @@ def to_dataarray(layer: Layer):
     da = xr.DataArray(layer.arr, dims=("y", "x"),
                       coords={"y": t.f + t.e * (np.arange(h) + 0.5), "x": t.c + t.a * (np.arange(w) + 0.5)})
     return da.rio.write_crs(layer.crs).rio.write_transform(t).rio.write_nodata(np.nan)
+
+
+def extent(layer: Layer) -> tuple[float, float, float, float]:
+    """``(left, bottom, right, top)`` of the layer's north-up grid in its CRS units."""
+    h, w = layer.arr.shape
+    t = layer.transform
+    xs, ys = (t.c, t.c + t.a * w), (t.f, t.f + t.e * h)
+    return min(xs), min(ys), max(xs), max(ys)
 
 
 def write_da(ctx: ToolContext, name: str, da, like: list[Layer]) -> ToolResult:
@@ -101,17 +110,28 @@ def reproject(ctx: ToolContext, args: ReprojectArgs) -> ToolResult:
     Masks stay uint8 masks. Output ``<name>_<epsg>``.
 
     Raises:
-        ToolError: unknown CRS (field ``crs``; give ``EPSG:<code>``).
+        ToolError: unknown CRS (field ``crs``; give ``EPSG:<code>``), a CRS the grid cannot be
+            warped to, or an output above ``MAX_RASTER_PIXELS`` (``raster_too_large``).
     """
     from pyproj import CRS
     from pyproj.exceptions import CRSError
     from rasterio.enums import Resampling
+    from rasterio.warp import calculate_default_transform
 
     layer = load_layer(ctx.registry, args.name)
     try:
         crs = CRS.from_user_input(args.crs.strip())
     except CRSError:
         raise ToolError("tool_error", f"crs: {args.crs!r} is not a known CRS; give e.g. EPSG:4326") from None
+    h, w = layer.arr.shape
+    try:  # the size GDAL would choose (rio.reproject calls the same function)
+        _, cols, rows = calculate_default_transform(layer.crs, crs, w, h, *extent(layer))
+    except Exception as e:  # noqa: BLE001 - GDAL/PROJ refuse this pair of CRS
+        raise ToolError("tool_error", f"crs: {layer.source} ({layer.crs}) cannot be warped to "
+                        f"{args.crs!r} ({type(e).__name__}); give a projected or lon/lat CRS "
+                        "such as EPSG:4326") from None
+    check_raster_size("reproject", rows, cols, f"crs={args.crs!r}",
+                      "give a CRS whose units fit the scene, e.g. its UTM zone or EPSG:4326")
     da = to_dataarray(layer).rio.reproject(crs, resampling=Resampling[args.resampling], nodata=np.nan)
     tag = crs.to_string().replace(":", "").lower()
     return write_da(ctx, out_name(layer.source, tag), da, [layer])
@@ -127,10 +147,20 @@ class ResampleArgs(Args):
                skills=["change_trend", "land_cover"], output_kind="raster", **_DP)
 def resample(ctx: ToolContext, args: ResampleArgs) -> ToolResult:
     """Change the pixel size to ``resolution`` (CRS units, m for UTM) in the same CRS (rioxarray
-    reproject; ``average`` aggregates, ``nearest`` replicates). Output ``<name>_r<res>``."""
+    reproject; ``average`` aggregates, ``nearest`` replicates). Output ``<name>_r<res>``.
+
+    Raises:
+        ToolError: ``raster_too_large`` when the output would pass ``MAX_RASTER_PIXELS``
+            (names the smallest ``resolution`` allowed).
+    """
     from rasterio.enums import Resampling
 
     layer = load_layer(ctx.registry, args.name)
+    left, bottom, right, top = extent(layer)
+    smallest = float(f"{np.sqrt((right - left) * (top - bottom) / MAX_RASTER_PIXELS) * 1.01:.2g}")
+    check_raster_size("resample", np.ceil((top - bottom) / args.resolution),
+                      np.ceil((right - left) / args.resolution), f"resolution={args.resolution:g}",
+                      f"use resolution >= {smallest:g}")
     da = to_dataarray(layer).rio.reproject(layer.crs, resolution=args.resolution,
                                            resampling=Resampling[args.resampling], nodata=np.nan)
     return write_da(ctx, out_name(layer.source, f"r{args.resolution:g}"), da, [layer])
@@ -209,7 +239,8 @@ def mosaic(ctx: ToolContext, args: MosaicArgs) -> ToolResult:
     ``merge_arrays``; where they overlap the first valid value wins).
 
     Raises:
-        ToolError: different CRS (field ``names``; reproject first).
+        ToolError: different CRS (field ``names``; reproject first); a union extent above
+            ``MAX_RASTER_PIXELS`` at the first raster's pixel size (``raster_too_large``).
     """
     from rioxarray.merge import merge_arrays
 
@@ -218,6 +249,11 @@ def mosaic(ctx: ToolContext, args: MosaicArgs) -> ToolResult:
     if len(crs) > 1:
         raise ToolError("tool_error", f"names: rasters are in different CRS ({', '.join(sorted(crs))}); "
                         "reproject them to one CRS first")
+    boxes = np.array([extent(l) for l in layers])
+    t = layers[0].transform
+    check_raster_size("mosaic", (boxes[:, 3].max() - boxes[:, 1].min()) / abs(t.e),
+                      (boxes[:, 2].max() - boxes[:, 0].min()) / abs(t.a), f"names={args.names}",
+                      "mosaic rasters that lie close together, or resample the first one coarser")
     da = merge_arrays([to_dataarray(l) for l in layers], nodata=np.nan)
     return write_da(ctx, out_name("mosaic", call_hash(ctx)), da, layers)
 

@@ -8,6 +8,10 @@ each a function returning a flat dict of numbers; the suite registry maps a name
                 CodeAct sandbox start-up and per-exec overhead
     algorithms  rewards + advantages for 1024 trajectories × 8192 tokens
                 (goal < 1% of a default training step)
+    load        256 concurrent scripted episodes over EnvPool actors in mock mode, 1,000 in all, plus
+                16 sandboxed codeact episodes: episodes/s, peak RSS per actor, nothing left after
+    fuzz        fuzzed model outputs and tool arguments through env.step (--n cases, default 2000;
+                goal: 0 crashes, 0 hangs) and the parsers' time ratio 32k/3.2k chars (≈ 10 linear)
 """
 
 from __future__ import annotations
@@ -26,8 +30,14 @@ BENCHES: dict[str, list[tuple[str, str, dict[str, str]]]] = {
         ("env_step", "earthrl.envs.bench_env:bench_env_step", {"n": "n"}),
         ("sandbox", "earthrl.envs.bench_sandbox:bench_sandbox", {"n": "n"}),
     ],
+    "fuzz": [
+        ("env_step", "earthrl.envs.bench_fuzz:bench_fuzz", {"n": "n"}),
+    ],
     "algorithms": [
         ("rewards_advantages", "earthrl.algorithms.bench:bench_algorithms", {"batch": "batch", "tokens": "tokens"}),
+    ],
+    "load": [
+        ("envpool_load", "earthrl.envs.bench_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
     ],
 }
 
@@ -67,9 +77,10 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="earthrl bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=sorted(BENCHES))
     parser.add_argument("--size", type=int, help="env: raster side for the NDVI benchmark (default 10980)")
-    parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads")
+    parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads; fuzz: cases; load: episodes (default 1000)")
     parser.add_argument("--batch", type=int, help="algorithms: trajectories (default 1024)")
     parser.add_argument("--tokens", type=int, help="algorithms: tokens per trajectory (default 8192)")
+    parser.add_argument("--concurrency", type=int, help="load: episodes open at once (default 256)")
     parser.add_argument("--out", type=Path, help="write the results to this JSON file")
     args = parser.parse_args(argv)
     results = run_suite(args.suite, vars(args))

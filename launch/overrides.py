@@ -17,7 +17,7 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 def one_line(exc: Exception) -> str:
     """Condense a Hydra composition / override-parsing error into one line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
     head = lines[0].removeprefix("In 'config': ")
     if "Available options in" in str(exc):
         start = next(i for i, line in enumerate(lines) if line.startswith("Available options in"))
@@ -30,29 +30,105 @@ def one_line(exc: Exception) -> str:
     return f"{head.rstrip('.')}; {hint[0].lower() + hint[1:]}" if hint else head
 
 
-def check_overrides(argv: list[str], config_name: str = "train") -> None:
-    """Compose the command's config (``conf/config.yaml`` for train, ``conf/eval.yaml`` for eval)
-    with ``argv``'s overrides.
+SWEEP_FLAGS = ("-m", "--multirun")
 
-    Sweeps (``-m``/``--multirun``) and Hydra's own flags are left to Hydra.
+
+def job_overrides(argv: list[str]) -> list[list[str]]:
+    """The override lists of the jobs ``argv`` starts: one for a single run, one per combination
+    for a sweep (``-m``; Hydra's grammar: ``a=1,2``, ``range(…)``, ``choice(…)``, ``glob(…)``),
+    in Hydra's order. Call inside an initialised Hydra context (``glob`` lists config options).
+
+    Raises:
+        ConfigError: an override Hydra cannot parse (one line).
+    """
+    import itertools
+
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    args = [a for a in argv if a not in SWEEP_FLAGS]
+    try:
+        parsed = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader()).parse_overrides(args)
+        if not any(a in SWEEP_FLAGS for a in argv):
+            return [args]
+        axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+                else [o.input_line] for o in parsed]
+    except HydraException as exc:
+        raise ConfigError(one_line(exc)) from None
+    return [list(combo) for combo in itertools.product(*axes)]
+
+
+def compose_job(name: str, overrides: list[str]):
+    """Compose config ``name`` with ``overrides`` as Hydra's launcher would, with ``${hydra:…}``
+    resolvable (the run folder names the overrides); call inside an initialised Hydra context.
 
     Raises:
         ConfigError: one line naming the bad override and the fix.
     """
-    if any(a.startswith("-") for a in argv):
-        return
-    from hydra import compose, initialize_config_dir
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
     from hydra.errors import HydraException
+    from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
+
+    import earthrl.launch.hydra_app  # noqa: F401 - registers the ${slug:…} resolver
+
+    try:
+        cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(_did_you_mean(exc, overrides, name) or one_line(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Hydra raises ValueError/TypeError… for some malformed overrides
+        raise ConfigError(f"{one_line(exc)}: write key=value (https://hydra.cc/docs/advanced/override_grammar/basic/)") from None
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def check_overrides(argv: list[str], config_name: str = "train") -> None:
+    """Compose the command's config (``conf/config.yaml`` for train, ``conf/eval.yaml`` for eval)
+    with ``argv``'s overrides and run the job's whole validation
+    (:meth:`earthrl.launch.train.LocalGRPORecipe.validate` / :meth:`earthrl.launch.eval.EvalJob.validate`:
+    config values, model, data, tasks) — for a sweep (``-m``), for every job of the sweep, so that
+    no job starts before all are known good. Hydra's other flags (``--help``, ``--cfg``, …) are left
+    to Hydra, as are ``hydra.…``/``hydra/…`` overrides.
+
+    Raises:
+        ConfigError: one line naming the bad override or value and the fix (for a sweep, prefixed
+            by the job's overrides).
+    """
+    if any(a.startswith("-") and a not in SWEEP_FLAGS for a in argv):
+        return
+    from hydra import initialize_config_dir
 
     from earthrl.launch.hydra_app import CONFIG_NAMES
 
     name = CONFIG_NAMES.get(config_name, config_name)
+    argv = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        try:
-            compose(name, overrides=list(argv))
-        except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(_did_you_mean(exc, argv, name) or one_line(exc)) from None
+        jobs = job_overrides(argv)
+        for overrides in jobs:
+            try:
+                validate_job(compose_job(name, overrides), config_name)
+            except ConfigError as exc:
+                raise ConfigError(f"job {' '.join(overrides)}: {exc}" if len(jobs) > 1 else str(exc)) from None
+
+
+def validate_job(cfg, command: str) -> None:
+    """The validation the job itself runs first (so that a sweep checks every job up front).
+
+    Raises:
+        ConfigError: the first problem, one line.
+    """
+    if command == "train":
+        from earthrl.launch.train import LocalGRPORecipe
+
+        LocalGRPORecipe(cfg).validate()
+    else:
+        from earthrl.launch.eval import EvalJob
+
+        EvalJob(cfg).validate()
 
 
 def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str | None:
@@ -67,7 +143,10 @@ def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str 
     key = m.group(1)
     parent, _, leaf = key.rpartition(".")
     groups = [a for a in argv if "=" in a and "." not in a.split("=", 1)[0]]  # keep model=…, tasks=…
-    node = compose(name, overrides=groups)
+    try:
+        node = compose(name, overrides=groups)
+    except Exception:  # noqa: BLE001 - a bad group override: no suggestion, Hydra's message stands
+        return None
     for part in filter(None, parent.split(".")):
         node = node.get(part) if hasattr(node, "get") else None
     if not hasattr(node, "keys"):

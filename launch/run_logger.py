@@ -1,4 +1,10 @@
-"""Run logging: wandb (offline without an API key), a metrics JSONL and a console line per step."""
+"""Run logging: wandb (offline without an API key), a metrics JSONL and a console line per step.
+
+The run folder's JSONL logs (``metrics.jsonl``, ``rollouts.jsonl``, ``internal_errors.jsonl``)
+carry a ``step`` on every line; a resumed run first drops the lines of steps after its
+checkpoint (:func:`truncate_logs`), so that a run killed anywhere and resumed leaves the same
+logs as an uninterrupted one.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,45 @@ import json
 import os
 import uuid
 from pathlib import Path
+
+# JSONL logs of a run folder whose lines carry the step they belong to
+STEP_LOGS = ("metrics.jsonl", "rollouts.jsonl", "internal_errors.jsonl")
+
+
+def truncate_logs(output_dir: Path, step: int) -> int:
+    """Drop the lines of steps after ``step`` from the run folder's :data:`STEP_LOGS` (each file
+    rewritten atomically); returns the number of lines dropped. A line that is not JSON (a write
+    cut by a kill) is dropped too."""
+    dropped = 0
+    for name in STEP_LOGS:
+        path = output_dir / name
+        if not path.is_file():
+            continue
+        kept = []
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                keep = int(json.loads(line)["step"]) <= step
+            except (ValueError, KeyError, TypeError):
+                keep = False
+            if keep:
+                kept.append(line)
+            else:
+                dropped += 1
+        tmp = path.with_name(f".{name}.tmp")
+        tmp.write_text("".join(line + "\n" for line in kept))
+        os.replace(tmp, path)
+    return dropped
+
+
+def log_internal_errors(output_dir: Path, step: int, trajs) -> int:
+    """Append every ``internal_error`` trajectory of a step to ``internal_errors.jsonl``
+    (step, episode id, task id, turn, traceback); returns how many were written."""
+    rows = [{"step": step, "episode_id": t.episode_id, "task_id": t.task_id, "turn": t.failure_turn,
+             "traceback": t.internal_error} for t in trajs if t.failure == "internal_error"]
+    if rows:
+        with (output_dir / "internal_errors.jsonl").open("a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    return len(rows)
 
 
 def wandb_mode(mode: str) -> str:
@@ -77,8 +122,11 @@ class RunLogger:
 
 
 def format_step(step: int, total: int, m: dict) -> str:
-    """One console line for a step's metrics."""
+    """One console line for a step's metrics (with ``| faults N (env 1, engine 1)`` when faults hit)."""
+    from earthrl.launch.faults import format_faults
+
     return (f"step {step}/{total} | reward {m['reward/mean']:.3f}±{m['reward/std']:.3f} | acc {100 * m['eval/accuracy']:.1f}% "
             f"| err-turn {100 * m['rollout/error_turn_rate']:.1f}% | turns {m['rollout/mean_turns']:.2f} "
             f"| {m['perf/gen_tokens_per_s']:.1f} tok/s | step {m['time/step_s']:.0f}s = rollout {m['time/rollout_s']:.0f}s "
-            f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s) + update {m['time/update_s']:.0f}s")
+            f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s) + update {m['time/update_s']:.0f}s"
+            + format_faults(m))

@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 # env config keys forwarded to RSEnv (the rest configure the agent loop or the pool)
-ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings")
+ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings", "step_timeout_s")
 
 
 def env_kwargs(env_cfg: DictConfig) -> dict:
@@ -33,6 +33,9 @@ def env_kwargs(env_cfg: DictConfig) -> dict:
 
     accepted = set(inspect.signature(RSEnv.__init__).parameters) - {"self", "data_root", "workspace"}
     given = OmegaConf.to_container(env_cfg, resolve=True)
+    sandbox = given.pop("sandbox", None) or {}  # env.sandbox.* -> the codeact format's options
+    if sandbox:
+        given["format_options"] = {**(given.get("format_options") or {}), "sandbox": sandbox}
     unknown = sorted(set(given) - accepted - set(ENV_LOOP_KEYS))
     if unknown:
         raise ConfigError(f"env.{unknown[0]} is not an environment setting; known: "
@@ -45,6 +48,13 @@ def env_kwargs(env_cfg: DictConfig) -> dict:
         resolve_toolset(given.get("toolset", "mini"), TOOLS)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if given.get("action_format") == "codeact":  # refuse before Ray starts, in one line
+        from earthrl.envs.sandbox import SandboxUnavailable, sandbox_backend
+
+        try:
+            sandbox_backend(bool(sandbox.get("allow_weaker", False)))
+        except SandboxUnavailable as exc:
+            raise ConfigError(str(exc)) from None
     return {k: v for k, v in given.items() if k in accepted}
 
 
@@ -64,6 +74,19 @@ def check_task_data(tasks: list[dict], data_root: Path) -> None:
             raise ConfigError(f"task {task['id']}: field data names scenes {missing} that are not under {data_root} "
                               "(fetched data sets: `earthrl fetch data NAME`; scene ids: `earthrl serve-tools` "
                               "or envs.catalog.catalog)")
+
+
+async def _kill_after_first_call(client, step: int) -> None:
+    """Kill-anywhere test hook (:func:`earthrl.launch.faults.kill_point`) in the middle of a rollout."""
+    import os
+
+    from earthrl.launch.faults import KILL_ENV, kill_point
+
+    if os.environ.get(KILL_ENV) != f"rollout:{step}":
+        return
+    while client.calls < 1 or client.generated_tokens == 0:
+        await asyncio.sleep(0.01)
+    kill_point("rollout", step)
 
 
 class RolloutRuntime:
@@ -94,17 +117,39 @@ class RolloutRuntime:
         if not ray.is_initialized():
             ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
                      object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
-        self.engine = make_engine(cfg.cluster.engine, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
-                                  stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype,
-                                  num_threads=int(cfg.cluster.torch_threads))
-        self.pool = EnvPool(int(cfg.env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(cfg.env))
+        self._start_engine = lambda: make_engine(
+            cfg.cluster.engine, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
+            stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
+        self.engine = self._start_engine()
+        self._lora_state: dict | None = None
+        self.engine_restarts = 0
+        timeout = cfg.env.get("step_timeout_s")
+        self.pool = EnvPool(int(cfg.env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(cfg.env),
+                            step_timeout_s=float(timeout) if timeout is not None else None)
         self.system_prompt = self.pool.system_prompt()
 
     def push_lora(self, state_dict: dict) -> None:
-        """Send LoRA weights (peft state-dict keys) to the engine; blocks until merged."""
+        """Send LoRA weights (peft state-dict keys) to the engine; blocks until merged. The weights
+        are kept so that a restarted engine gets them too (:meth:`restart_engine`)."""
         import ray
 
         ray.get(self.engine.set_lora_weights.remote(state_dict))
+        self._lora_state = state_dict
+
+    def restart_engine(self):
+        """Replace the (dead) engine actor by a fresh one and push it the last LoRA weights;
+        returns the new handle. Called by the batching client when the engine actor died."""
+        import ray
+
+        try:
+            ray.kill(self.engine, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.engine = self._start_engine()
+        if self._lora_state is not None:
+            ray.get(self.engine.set_lora_weights.remote(self._lora_state))
+        self.engine_restarts += 1
+        return self.engine
 
     def rollout(self, tasks: list[dict], group_size: int, step: int, sampling: DictConfig, phrasing: str,
                 seed: int, group_prefix: str = "", max_turns: int | None = None) -> tuple[list, dict]:
@@ -120,7 +165,9 @@ class RolloutRuntime:
             max_turns: assistant turns per episode; None: ``env.max_turns``.
 
         Returns:
-            (trajectories grouped by task in order, engine stats of the batching client).
+            (trajectories grouped by task in order, engine stats of the batching client). Faults
+            mark their trajectories (:attr:`~earthrl.rollout.trajectory.Trajectory.failure`); a
+            dead engine is restarted with the current weights and the rollout goes on.
         """
         from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
         from earthrl.rollout.hf_engine import SamplingParams
@@ -132,7 +179,9 @@ class RolloutRuntime:
                               phrasing=phrasing)
 
         async def go():
-            client = BatchingEngineClient(self.engine, params)
+            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine)
+            if not group_prefix:  # test hook: kill a training run once its first batch was generated
+                asyncio.get_running_loop().create_task(_kill_after_first_call(client, step + 1))
             trajs = await collect_rollouts(tasks, group_size, step, system=self.system_prompt, codec=self.codec,
                                            tokenizer=self.tokenizer, engine=client, pool=self.pool, cfg=loop_cfg,
                                            group_prefix=group_prefix)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -39,60 +40,19 @@ class LocalGRPORecipe:
         Raises:
             ConfigError: with one line naming the field and the fix.
         """
-        from earthrl.envs.tasks import load_suite
-        from earthrl.launch.paths import data_dir, model_dir
+        from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 
         cfg = self.cfg
-        if cfg.backend != "local":
-            raise ConfigError(f"backend={cfg.backend}: only backend=local runs in this version")
-        self.model_path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
-        if not (self.model_path / "config.json").is_file():
-            raise ConfigError(f"model {cfg.model.name} not found at {self.model_path}: run `earthrl fetch model {cfg.model.name}`")
-        self.data_root = data_dir(cfg.tasks.data)
-        if not self.data_root.is_dir():
-            raise ConfigError(f"data set {cfg.tasks.data} not found at {self.data_root}: run `earthrl fetch data {cfg.tasks.data}`")
-        for key in ("group_size",):
-            if int(cfg.algorithm[key]) < 1:
-                raise ConfigError(f"algorithm.{key}={cfg.algorithm[key]} must be at least 1")
-        if int(cfg.tasks.tasks_per_step) < 1:
-            raise ConfigError("tasks.tasks_per_step must be at least 1")
-        if int(cfg.trainer.steps) < 1:
-            raise ConfigError("trainer.steps must be at least 1")
-        if cfg.tasks.phrasing not in ("IF", "AP", "OW"):
-            raise ConfigError(f"tasks.phrasing={cfg.tasks.phrasing}: use IF, AP or OW")
-        from earthrl.rollout.engines import ENGINES
-
-        if cfg.cluster.engine not in ENGINES:
-            raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: {', '.join(sorted(ENGINES))}")
-        from earthrl.launch.runtime import check_task_data, env_kwargs
-
-        env_kwargs(cfg.env)
+        check_job_config(cfg, "train")
+        self.model_path = model_path(cfg)
+        self.data_root = data_root(cfg)
         self.validate_algorithm()
-        try:
-            self.tasks = [t.model_dump() for t in load_suite(cfg.tasks.name, split=cfg.tasks.split)]
-        except (KeyError, ValueError, FileNotFoundError) as exc:
-            raise ConfigError(f"tasks.name={cfg.tasks.name}: {exc}") from exc
-        if not self.tasks:
-            raise ConfigError(f"task suite {cfg.tasks.name} has no tasks in split {cfg.tasks.split} "
-                              "(choose another with tasks.split=train|test)")
+        self.tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, self.data_root)
         ho = cfg.trainer.heldout
         self.heldout_tasks = []
         if int(ho.every) > 0:
-            try:
-                held = load_suite(cfg.tasks.name, split=ho.split)
-            except ValueError as exc:
-                raise ConfigError(f"trainer.heldout.split={ho.split}: {exc}") from None
-            self.heldout_tasks = [t.model_dump() for t in held][: int(ho.max_tasks)]
-            if not self.heldout_tasks:
-                raise ConfigError(f"trainer.heldout: suite {cfg.tasks.name} has no {ho.split} tasks; "
-                                  "set trainer.heldout.every=0 or another split")
-        check_task_data(self.tasks + self.heldout_tasks, self.data_root)
-        from earthrl.launch.run_logger import wandb_mode
-
-        try:
-            wandb_mode(cfg.logger.mode)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from exc
+            held = load_tasks(cfg.tasks.name, ho.split, self.data_root, split_key="trainer.heldout.split")
+            self.heldout_tasks = held[: int(ho.max_tasks)]
         self.output_dir = Path(cfg.trainer.output_dir)
         from earthrl.launch.checkpoint import resolve_resume
 
@@ -127,13 +87,16 @@ class LocalGRPORecipe:
 
     def setup(self) -> None:
         """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
+        from earthrl.launch.faults import FailureGuard
         from earthrl.launch.run_logger import RunLogger
         from earthrl.launch.runtime import RolloutRuntime
         from earthrl.models.policy import Policy
 
         cfg = self.cfg
         self.validate()
+        self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.output_dir / "workspaces", ignore_errors=True)  # what a killed run's episodes left
         self.config_dict = OmegaConf.to_container(cfg, resolve=True)
         (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         random.seed(cfg.seed)
@@ -156,6 +119,10 @@ class LocalGRPORecipe:
 
             self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
+        if str(cfg.trainer.resume) not in ("off", ""):
+            from earthrl.launch.run_logger import truncate_logs
+
+            truncate_logs(self.output_dir, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
         self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
 
@@ -189,6 +156,7 @@ class LocalGRPORecipe:
         from earthrl.algorithms.mixed_loss import role_token_masks
         from earthrl.algorithms.policy_loss import PolicyLossConfig
         from earthrl.algorithms.registry import POLICY_LOSSES
+        from earthrl.launch.faults import kill_point
         from earthrl.models.policy import pack_batch, pad_right
 
         alg = self.cfg.algorithm
@@ -231,6 +199,7 @@ class LocalGRPORecipe:
                 metrics["loss"] += float(loss.detach())
                 for k in ("pg_loss", "kl", "clip_frac"):
                     metrics[k] += m[k] * share
+            kill_point("update", getattr(self, "current_step", 0))  # test hook (kill-anywhere resume)
             grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), float(alg.grad_clip))
             metrics["grad_norm"] = float(grad_norm)
             self.optimizer.step()
@@ -243,7 +212,8 @@ class LocalGRPORecipe:
 
         from earthrl.algorithms.estimators import token_advantages
         from earthrl.launch.checkpoint import save_checkpoint
-        from earthrl.launch.run_logger import format_step
+        from earthrl.launch.faults import fault_counts
+        from earthrl.launch.run_logger import format_step, log_internal_errors
 
         cfg = self.cfg
         alg = cfg.algorithm
@@ -253,6 +223,7 @@ class LocalGRPORecipe:
                    file=sys.stdout, dynamic_ncols=True)
         for step in bar:
             t0 = time.perf_counter()
+            self.current_step = step + 1
             tasks = self.tasks_for_step(step)
             by_id = {t["id"]: t for t in tasks}
             trajs, engine_stats = self.rollout(step, tasks)
@@ -266,7 +237,9 @@ class LocalGRPORecipe:
             done = step + 1
             m = self.step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update,
                                   time.perf_counter() - t0)
+            m.update(fault_counts(trajs))
             self.dump_rollouts(done, trajs)
+            log_internal_errors(self.output_dir, done, trajs)
             bar.write(format_step(done, total, m))
             every = int(cfg.trainer.heldout.every)
             if every > 0 and (done % every == 0 or done == total):
@@ -280,6 +253,7 @@ class LocalGRPORecipe:
                 path = save_checkpoint(self.output_dir / "checkpoints", done, self.policy.model, self.optimizer,
                                        str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
                 bar.write(f"checkpoint: {path}")
+            self.guard.check(done, trajs)
         bar.close()
         return history
 
@@ -348,7 +322,8 @@ class LocalGRPORecipe:
         with (self.output_dir / "rollouts.jsonl").open("a") as f:
             for t in trajs:
                 f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": t.reward, "correct": t.correct,
-                                    "answer": t.answer, "env_failure": t.env_failure, "turn_rewards": t.turn_rewards,
+                                    "answer": t.answer, "env_failure": t.env_failure, "failure": t.failure,
+                                    "turn_rewards": t.turn_rewards,
                                     "record": t.record,
                                     "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                                "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,

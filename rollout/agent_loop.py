@@ -4,6 +4,12 @@ One coroutine per episode: generate → parse/act in the EnvPool → append the
 observation's template delta → generate … until the ``answer`` action, ``max_turns``
 or the context budget. Generation requests of all live episodes are batched into one
 engine call by :class:`BatchingEngineClient`.
+
+Faults cost only the episodes they hit (never the batch): a dead env actor, a step past
+``env.step_timeout_s``, a dead or raising engine, a step result that carries an
+``internal_error`` (an EarthRL bug caught by the env) and any exception inside the loop
+itself mark the trajectory (:meth:`Trajectory.mark_failed`) and end its episode; the
+trajectory is then left out of the loss like an env failure.
 """
 
 from __future__ import annotations
@@ -11,13 +17,19 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from earthrl.envs.pool import EnvFailure
+from earthrl.envs.pool import EnvFailure, EnvTimeout
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.trajectory import Trajectory, Turn
+
+
+class EngineFailure(RuntimeError):
+    """The rollout engine died or raised while generating a batch (not the agent's fault)."""
 
 
 class BatchingEngineClient:
@@ -33,10 +45,17 @@ class BatchingEngineClient:
             so a step's rollouts do not depend on what the engine did before (exact resume).
         max_batch: largest batch per engine call.
         max_wait_s: longest wait for stragglers before a partial batch is sent.
+        restart: called (in a thread) when the engine actor died: starts a fresh engine with the
+            current weights and returns its handle; None: a dead engine stays dead. The requests
+            of the batch that was in flight fail with :class:`EngineFailure` either way.
     """
 
-    def __init__(self, engine, params: SamplingParams, max_batch: int = 64, max_wait_s: float = 2.0) -> None:
+    def __init__(self, engine, params: SamplingParams, max_batch: int = 64, max_wait_s: float = 2.0,
+                 restart: Callable[[], object] | None = None) -> None:
         self.engine = engine
+        self.restart = restart
+        self.engine_failures = 0
+        self.engine_restarts = 0
         self.params = params
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
@@ -58,8 +77,10 @@ class BatchingEngineClient:
         self._wake.set()
 
     def stats(self) -> dict[str, float]:
-        """Engine usage of this client: calls, mean batch size, prompt and generated tokens, seconds."""
-        return {"engine_calls": float(self.calls),
+        """Engine usage of this client: calls, mean batch size, prompt and generated tokens, seconds,
+        failed calls and engine restarts."""
+        return {"engine_calls": float(self.calls), "engine_failures": float(self.engine_failures),
+                "engine_restarts": float(self.engine_restarts),
                 "mean_batch": sum(self.batch_sizes) / max(len(self.batch_sizes), 1),
                 "prompt_tokens": float(self.prompt_tokens), "generated_tokens": float(self.generated_tokens),
                 "generate_s": self.generate_seconds}
@@ -91,9 +112,10 @@ class BatchingEngineClient:
             self.calls += 1
             try:
                 results = await self.engine.generate.remote([p for p, _ in batch], params)
-            except Exception as exc:  # engine failure reaches every waiting episode
-                for _, fut in batch:
-                    fut.set_exception(exc)
+                if len(results) != len(batch):
+                    raise EngineFailure(f"the engine returned {len(results)} results for {len(batch)} prompts")
+            except Exception as exc:  # the batch's episodes fail; the others go on
+                await self._engine_failed(exc, batch)
                 continue
             self.generate_seconds += time.perf_counter() - t0
             self.batch_sizes.append(len(batch))
@@ -101,6 +123,23 @@ class BatchingEngineClient:
             for (_, fut), res in zip(batch, results):
                 self.generated_tokens += len(res["response_ids"])
                 fut.set_result(res)
+
+    async def _engine_failed(self, exc: Exception, batch: list) -> None:
+        """Fail the batch's requests with :class:`EngineFailure`; restart the engine if its actor died."""
+        from ray.exceptions import RayActorError
+
+        self.engine_failures += 1
+        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        if isinstance(exc, RayActorError) and self.restart is not None:
+            try:
+                self.engine = await asyncio.get_running_loop().run_in_executor(None, self.restart)
+                self.engine_restarts += 1
+                reason += " (engine restarted with the current weights)"
+            except Exception as restart_exc:  # noqa: BLE001 - the next calls fail the same way
+                reason += f" (restart failed: {type(restart_exc).__name__}: {restart_exc})"
+        for _, fut in batch:
+            if not fut.done():
+                fut.set_exception(EngineFailure(f"generation failed: {reason}"))
 
 
 # StepResult fields copied onto the Turn when the environment sets them (hierarchical role,
@@ -125,7 +164,8 @@ class LoopConfig:
 
 async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, tokenizer,
                       engine: BatchingEngineClient, pool, cfg: LoopConfig) -> Trajectory:
-    """Play one task to its end and return the trajectory (never raises for agent errors).
+    """Play one task to its end and return the trajectory. Never raises: agent errors are error
+    turns, faults mark the trajectory (:attr:`Trajectory.failure`) and end the episode.
 
     Args:
         task: a TaskSpec as a dict (``model_dump()``).
@@ -138,7 +178,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         cfg: :class:`LoopConfig`.
     """
     episode_id = f"{task['id']}-{uuid.uuid4().hex[:8]}"
-    traj = Trajectory(task_id=task["id"], group=group, prompt_ids=[])
+    traj = Trajectory(task_id=task["id"], group=group, prompt_ids=[], episode_id=episode_id)
     engine.episode_started()
     try:
         user = await pool.reset(episode_id, task, cfg.phrasing)
@@ -153,6 +193,9 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
                         error_kind=res["error_kind"], tool_call=res["tool_call"], finish_reason=out["finish_reason"],
                         **{k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None})
             traj.turns.append(turn)
+            if res.get("internal_error"):  # an EarthRL bug inside the step: the episode is marked
+                traj.mark_failed("internal_error", res["internal_error"], turn=t)
+                break
             if res["done"]:
                 traj.answer = res["answer"]
                 break
@@ -163,9 +206,16 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
                 break
             turn.observation_ids = obs_ids
             ids += out["response_ids"] + obs_ids
-        traj.record = await pool.episode_record(episode_id)
+        if traj.failure is None:
+            traj.record = await pool.episode_record(episode_id)
+    except EnvTimeout:
+        traj.mark_failed("env_timeout", turn=len(traj.turns))
     except EnvFailure:
-        traj.env_failure = True
+        traj.mark_failed("env_failure", turn=len(traj.turns))
+    except EngineFailure:
+        traj.mark_failed("engine_failure", turn=len(traj.turns))
+    except Exception:  # noqa: BLE001 - a bug of EarthRL ends this episode, never the batch
+        traj.mark_failed("internal_error", traceback.format_exc(), turn=len(traj.turns))
     finally:
         engine.episode_finished()
         await pool.close(episode_id)

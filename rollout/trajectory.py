@@ -49,6 +49,10 @@ class Turn:
     verdict_reasons: list[str] = field(default_factory=list)
 
 
+# faults that are not the agent's doing (Trajectory.failure), in the order the step line lists them
+FAILURE_KINDS = ("env_failure", "env_timeout", "engine_failure", "internal_error")
+
+
 @dataclass
 class Trajectory:
     """One episode of one task: the rollout unit that GRPO groups.
@@ -59,8 +63,19 @@ class Trajectory:
         prompt_ids: system + first user message + generation prompt, as token ids.
         turns: the assistant turns in order.
         answer: {"value", "unit"} from the final ``answer`` action, or None.
-        env_failure: the environment (not the agent) failed; excluded from the loss and
-            from agent error counts (DESIGN §4, EnvPool).
+        env_failure: something other than the agent failed, so the trajectory is excluded
+            from the loss, from the rewards' groups and from agent error counts (DESIGN §4,
+            EnvPool). One flag for every kind of fault; :attr:`failure` says which.
+        failure: the kind of fault, set with :meth:`mark_failed`: ``"env_failure"`` (an env
+            actor died or lost the episode), ``"env_timeout"`` (a step did not return within
+            ``env.step_timeout_s``; its worker was replaced), ``"engine_failure"`` (the rollout
+            engine died or raised mid-generation) or ``"internal_error"`` (an exception that is a
+            bug of EarthRL; :attr:`internal_error` holds its traceback); None when no fault hit.
+        internal_error: traceback text of an ``internal_error`` (logged to
+            ``internal_errors.jsonl`` of the run folder), else None.
+        failure_turn: index of the turn the fault hit (0-based; ``num_turns`` when it hit
+            between turns or before the first), or None.
+        episode_id: the EnvPool episode id (workspace folder name), "" when not run through a pool.
         reward: scalar trajectory reward, set by rewards/.
         correct: outcome check of ``answer`` against the task's reference answer.
         record: the environment's episode record (:meth:`earthrl.envs.env.RSEnv.episode_record`):
@@ -75,10 +90,27 @@ class Trajectory:
     turns: list[Turn] = field(default_factory=list)
     answer: dict | None = None
     env_failure: bool = False
+    failure: str | None = None
+    internal_error: str | None = None
+    failure_turn: int | None = None
+    episode_id: str = ""
     reward: float = 0.0
     correct: bool = False
     record: dict = field(default_factory=dict)
     turn_rewards: list[float] = field(default_factory=list)
+
+    def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None) -> None:
+        """Mark the trajectory as hit by a fault of ``kind`` (one of :data:`FAILURE_KINDS`): it is
+        then excluded from the loss exactly like an env failure (``env_failure`` is set).
+
+        Raises:
+            ValueError: an unknown kind (names the known ones).
+        """
+        if kind not in FAILURE_KINDS:
+            raise ValueError(f"failure kind {kind!r}: use one of {', '.join(FAILURE_KINDS)}")
+        if self.failure is None:  # the first fault is the cause; later ones follow from it
+            self.failure, self.internal_error, self.failure_turn = kind, traceback_text, turn
+        self.env_failure = True
 
     def turn_spans(self) -> list[tuple[int, int]]:
         """``[start, end)`` of each turn's response tokens in :meth:`token_ids` order."""

@@ -199,3 +199,78 @@ def test_codeact_turn_runs_several_calls_in_the_sandbox(data_root, tmp_path, raw
     r = env.step('```python\nanswer(value=0.7, unit="")\n```')
     assert r.done and r.answer == {"value": 0.7, "unit": ""} and r.observation.startswith("answer recorded")
     env.close()
+
+
+# -- internal errors and the raster cap (issue 9) -----------------------------------------------
+def _broken_env(data_root, tmp_path, exc: BaseException):
+    import dataclasses
+
+    from earthrl.envs.tools import TOOLS
+
+    def boom(ctx, args):
+        raise exc
+
+    env = RSEnv(data_root, tmp_path / "ws")
+    env.tools = {**TOOLS, "raster_stats": dataclasses.replace(TOOLS["raster_stats"], fn=boom)}
+    env.reset(_task())
+    return env
+
+
+@pytest.mark.parametrize("exc", [KeyError("secret/host/path"), MemoryError(),
+                                 FileNotFoundError("/data/missing.tif"), ZeroDivisionError("x")])
+def test_a_bug_in_a_tool_is_an_internal_error_with_its_traceback(data_root, tmp_path, exc):
+    env = _broken_env(data_root, tmp_path, exc)
+    r = env.step('<tool_call>{"name": "raster_stats", "arguments": {"name": "%s:b3"}}</tool_call>' % LT)
+    assert r.error and r.error_kind == "internal_error" and not r.done
+    assert r.observation.startswith("Error (internal_error): EarthRL hit an internal error in "
+                                    f"raster_stats ({type(exc).__name__})")
+    assert "Traceback" not in r.observation and "/" not in r.observation  # nothing of the host
+    assert r.internal_error.startswith("Traceback (most recent call last)")
+    assert f"{type(exc).__name__}" in r.internal_error.splitlines()[-1] and "def boom" not in r.observation
+    assert r.tool_calls[0]["error_kind"] == "internal_error"
+    ok = env.step('<tool_call>{"name": "list_files", "arguments": {}}</tool_call>')  # the episode goes on
+    assert not ok.error and ok.internal_error is None
+
+
+def test_an_exception_in_the_format_is_an_internal_error(data_root, tmp_path, monkeypatch):
+    env = RSEnv(data_root, tmp_path / "ws")
+    env.reset(_task())
+    monkeypatch.setattr(env.format, "step", lambda text: 1 / 0)
+    r = env.step("anything")
+    assert r.error and r.error_kind == "internal_error" and "ZeroDivisionError" in r.internal_error
+    assert "this json turn (ZeroDivisionError)" in r.observation
+    assert env.history[-1] is r
+
+
+def test_agent_errors_carry_no_internal_error(data_root, tmp_path):
+    env = RSEnv(data_root, tmp_path / "ws")
+    env.reset(_task())
+    r = env.step('<tool_call>{"name": "raster_stats", "arguments": {"name": "nope"}}</tool_call>')
+    assert r.error_kind == "hallucinated_path" and r.internal_error is None
+
+
+@pytest.mark.parametrize("call,needle", [
+    ({"name": "resample", "arguments": {"name": f"{S2}:B04", "resolution": 0.1}},
+     "resample: resolution=0.1 would make a 76800×153600 raster (1.18e+10 pixels); the largest "
+     "allowed is 2e+08 pixels: use resolution >= 0.78"),
+    ({"name": "mosaic", "arguments": {"names": [f"{S2}:B04", "far"]}}, "names=['"),
+])
+def test_rasters_over_the_cap_are_refused_before_allocating(data_root, tmp_path, call, needle):
+    from earthrl.envs.tools_common import MAX_RASTER_PIXELS
+
+    env = RSEnv(data_root, tmp_path / "ws", toolset="all", max_obs_chars=2000)
+    env.reset(_task(data=[S2]))
+    if call["name"] == "mosaic":  # a copy of the band shifted 1e5 km east: the union is huge
+        from affine import Affine
+
+        from earthrl.envs.tools_common import load_layer
+
+        layer = load_layer(env.registry, f"{S2}:B04")
+        t = layer.transform
+        env.registry.write("far", layer.arr, kind="raster", crs=layer.crs, units="reflectance",
+                           transform=Affine(t.a, t.b, t.c + 1e8, t.d, t.e, t.f), parents=[S2], call=None)
+    r = env.step(json.dumps(call))
+    assert r.error_kind == "raster_too_large" and needle in r.observation, r.observation
+    assert f"{MAX_RASTER_PIXELS:.0e}" in r.observation
+    ok = env.step(json.dumps({"name": "resample", "arguments": {"name": f"{S2}:B04", "resolution": 20}}))
+    assert not ok.error and ok.result["shape"] == [384, 768]

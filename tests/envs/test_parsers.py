@@ -75,3 +75,55 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
     res = env.step(text)
     assert not res.error and res.tool_call["name"] == "list_files"
     assert res.observation.startswith("Only the first tool call of a turn runs; 2 more ignored")
+
+
+# -- input bounds (issue 9) -------------------------------------------------------------------
+from earthrl.envs.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
+                                  count_calls_after_first, first_json_object, strip_fence, tag_body)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('<tool_call>{"name": "raster_stats", "arguments": {"name": ' + "[" * 2000 + "}}", f"deeper than {MAX_JSON_DEPTH}"),
+    ('{"name": "raster_stats", "arguments": ' + '{"a": ' * 1100 + "1" + "}" * 1101, f"deeper than {MAX_JSON_DEPTH}"),
+    ('{"name": "answer", "arguments": {"value": ' + "9" * 4400 + "}}", "4400-digit number"),
+    ('{"name": "answer", "arguments": "{\\"value\\": ' + "\\u0039" * 4400 + '}"}', "4400-digit number"),
+    ('{"name": "raster_stats", "arguments": "' + "\\u005b" * 40 + '"}', f"deeper than {MAX_JSON_DEPTH}"),
+    ("x" * (MAX_ACTION_CHARS + 1), f"the largest allowed is {MAX_ACTION_CHARS}"),
+])
+def test_each_bound_breached_is_a_parse_error_naming_the_limit(text, needle):
+    with pytest.raises(ActionError) as ei:
+        extract_call(text)
+    assert ei.value.kind == "parse_error" and needle in ei.value.message
+
+
+def test_values_at_the_bounds_still_parse():
+    deep = "[" * (MAX_JSON_DEPTH - 2) + "]" * (MAX_JSON_DEPTH - 2)
+    call = extract_call('{"name": "x", "arguments": {"v": ' + deep + ', "n": ' + "7" * MAX_INT_DIGITS + "}}")
+    assert call["arguments"]["n"] == int("7" * MAX_INT_DIGITS)
+    assert len(call["arguments"]["v"]) == 1
+
+
+MB = 2**20
+
+
+@pytest.mark.parametrize("text", [
+    "<tool_call>{" + " " * MB + "x",          # backtracked O(n²) in the old tag regex
+    "```json\n{" + " " * MB + "x",            # ... and in the old fence regex
+    "{}" + '{"a": [' * (MB // 7),             # nested unclosed objects: re-decoded per '{' before
+    "{}" + '{"a": "' * (MB // 7),
+    "{}" + "{" * MB,
+    "9" * MB,
+])
+def test_parser_internals_finish_on_1_mb_inputs(text):
+    """Functional linearity check (speed is measured in ``earthrl bench fuzz``): every stage the
+    action length cap protects also ends on a 1 MB input of each class that was quadratic."""
+    body = strip_fence(tag_body(text, "tool_call") or text)
+    assert isinstance(count_calls_after_first(text), int)
+    with pytest.raises(ActionError):
+        first_json_object(body)
+
+
+def test_counting_calls_is_linear_in_the_calls_written():
+    n = MB // 16
+    text = '{"name": "a"}' + ' {"name": "b", ' * 20 + ' {"name": "c"}' * n  # 20 broken, n good
+    assert count_calls_after_first(text) == n

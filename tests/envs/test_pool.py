@@ -55,7 +55,8 @@ def test_step_dict_record_and_workspace_removal(data_root, tmp_path):
 
     res, ws, record, closed = asyncio.run(go())
     assert set(res) == {"observation", "done", "error", "error_kind", "tool_call", "answer", "result",
-                        "verdict", "verdict_reasons", "tool_calls", "subgoal", "role", "tool_s"}
+                        "verdict", "verdict_reasons", "tool_calls", "subgoal", "role", "tool_s",
+                        "internal_error"}
     assert (res["role"], res["verdict"], res["error"]) == ("agent", "pass", False)
     assert record == closed == {"artifacts": [{"name": f"ndvi_{LT}", "tool": "spectral_index", "parents": [LT]}],
                                 "skills_opened": [], "docs_opened": []}
@@ -142,3 +143,31 @@ def test_bench_env_step_measures_overhead_beyond_the_tool(data_root, tmp_path):
     assert 0 < out["median_tool_ms"] < out["median_step_ms"]
     assert out["median_overhead_ms"] == pytest.approx(out["median_step_ms"] - out["median_tool_ms"], rel=0.5)
     assert out["ok"] and out["median_overhead_ms"] <= 5.0  # parse + validate + verify, no Ray
+
+
+@pytest.mark.slow
+def test_load_64_concurrent_episodes_leave_no_fd_process_cgroup_or_workspace(data_root):
+    """The suite's version of `earthrl bench load` (README: 256 concurrent, 1,000 episodes)."""
+    from earthrl.envs.bench_load import bench_load
+
+    out = bench_load(concurrency=64, episodes=200, workers=2, codeact_episodes=8, data_root=data_root)
+    assert (out["json_episodes"], out["json_answered"], out["codeact_answered"]) == (200, 200, 8)
+    left = {k: v for k, v in out.items() if "_left_" in k}
+    assert len(left) == 10 and not any(left.values()), left  # fd_targets appears only with a leak
+    assert all(0 < rss < 2048 for rss in out["json_peak_rss_mb_per_actor"] + out["codeact_peak_rss_mb_per_actor"])
+    assert out["json_episodes_per_s"] > 0 and out["ok"] is True
+
+
+def test_scripted_policy_plays_the_reference_then_the_answer():
+    from earthrl.envs.bench_load import scripted_actions
+
+    task = {**TASK, "reference": [{"name": "spectral_index", "arguments": {"scene": LT, "index": "NDVI"}}],
+            "answer": {"value": 0.7, "unit": ""}}
+    assert scripted_actions(task, "json") == [
+        '<tool_call>{"name": "spectral_index", "arguments": {"scene": "%s", "index": "NDVI"}}</tool_call>' % LT,
+        '<tool_call>{"name": "answer", "arguments": {"value": 0.7, "unit": ""}}</tool_call>']
+    (block,) = scripted_actions(task, "codeact")
+    assert block == ("```python\ntry:\n    spectral_index(**{'scene': '%s', 'index': 'NDVI'})\nexcept Exception as exc:\n"
+                     "    print(exc)\nanswer(**{'value': 0.7, 'unit': ''})\n```" % LT)
+    with pytest.raises(ValueError, match="the load bench scripts json or codeact"):
+        scripted_actions(task, "hierarchical")

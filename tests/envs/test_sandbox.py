@@ -1,5 +1,6 @@
-"""The CodeAct sandbox (EarthRL issue 3, item 8): every escape attempt is a real attempt that must
-fail with a clear observation, and the sandbox must keep serving afterwards (``print(1+1)``)."""
+"""The CodeAct sandbox (EarthRL issues 3 and 9): persistence, tool calls, error kinds, restarts,
+layers and cleanup. Escape attempts (hook on and off) are in ``test_sandbox_escapes.py``, budgets
+in ``test_sandbox_budgets.py``, parent-side link checks in ``test_sandbox_fs.py``."""
 
 from __future__ import annotations
 
@@ -8,62 +9,13 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
-from typing import Literal
 
 import numpy as np
 import pytest
 
 from earthrl.envs.sandbox import RESTART_NOTE, Sandbox, SandboxLimits, isolation_prefix
-from earthrl.envs.tool_registry import Args, Tool, ToolResult
-
-LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=1024)
-
-
-class IndexArgs(Args):
-    scene: str
-    index: Literal["NDVI", "NDWI"] = "NDVI"
-
-
-def _tool(name, args):
-    return Tool(name, lambda ctx, a: ToolResult(""), args, f"{name} tool.", "AI Interpretation",
-                "PRA", ("spectral_index",), ("any",), "raster")
-
-
-FAKE_TOOLS = {"spectral_index": _tool("spectral_index", IndexArgs)}
-
-
-class Handler:
-    """Fake env side: records calls; ``missing`` scenes come back as hallucinated paths."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, name, kwargs):
-        self.calls.append((name, kwargs))
-        if kwargs.get("scene") == "missing":
-            return {"text": "no scene 'missing'; scenes: S2", "error": True,
-                    "error_kind": "hallucinated_path"}
-        return {"text": f"{name} of {kwargs['scene']}: mean 0.25", "data": {"mean": 0.25}}
-
-
-@pytest.fixture
-def make_sandbox(tmp_path):
-    boxes = []
-
-    def make(name="ws", limits=LIMITS, handler=None, **kw):
-        sb = Sandbox(tmp_path / name, limits, handler, tools=kw.pop("tools", FAKE_TOOLS), **kw)
-        boxes.append(sb)
-        return sb
-
-    yield make
-    for sb in boxes:
-        sb.close()
-
-
-def assert_serving(sb):
-    res = sb.exec("print(1+1)")
-    assert (res.stdout, res.error) == ("2\n", False), res.observation
+from earthrl.envs.sandbox_procs import descendants
+from tests.envs.sandbox_kit import LIMITS, Handler, assert_serving, make_sandbox  # noqa: F401
 
 
 def test_variables_functions_and_imports_persist(make_sandbox):
@@ -72,42 +24,6 @@ def test_variables_functions_and_imports_persist(make_sandbox):
     res = sb.exec("print(x + 1, sq(3), math.sqrt(16))")
     assert res.stdout == "42 9 4.0\n" and not res.error
     assert sb.starts == 1
-
-
-def test_secret_environment_variable_is_absent(make_sandbox, monkeypatch):
-    secret = uuid.uuid4().hex
-    monkeypatch.setenv("EARTHRL_TEST_SECRET", secret)
-    sb = make_sandbox()
-    res = sb.exec("import os\nprint(os.environ.get('EARTHRL_TEST_SECRET'))\n"
-                  "print(os.environ['EARTHRL_TEST_SECRET'])")
-    assert res.stdout == "None\n"
-    assert res.error and res.error_kind == "sandbox_violation"
-    assert "environment variable 'EARTHRL_TEST_SECRET' is not available" in res.message
-    # nor through the parent's /proc entry
-    res2 = sb.exec(f"print(open('/proc/{os.getpid()}/environ').read())")
-    assert res2.error_kind == "sandbox_violation" and "is not allowed" in res2.message
-    env = sb.exec("import os\nprint(sorted(os.environ))").stdout
-    assert secret not in res.observation + res2.observation + env
-    assert "EARTHRL_TEST_SECRET" not in env and "PATH" in env
-    assert_serving(sb)
-
-
-def test_socket_is_refused(make_sandbox):
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(1)
-        server.settimeout(0.2)
-        port = server.getsockname()[1]
-        sb = make_sandbox()
-        res = sb.exec(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)")
-        assert res.error and res.error_kind == "sandbox_violation"
-        assert "network access is not allowed (socket.getaddrinfo)" in res.message
-        res2 = sb.exec(f"import socket\ns = socket.socket()\ns.connect(('127.0.0.1', {port}))")
-        assert res2.error_kind == "sandbox_violation"
-        assert "network access is not allowed (socket.__new__)" in res2.message
-        with pytest.raises(socket.timeout):
-            server.accept()  # nothing connected
-    assert_serving(sb)
 
 
 def test_network_namespace_blocks_even_without_the_audit_hook():
@@ -129,59 +45,19 @@ def test_network_namespace_blocks_even_without_the_audit_hook():
     assert out.startswith("refused") and direct == "connected\n"
 
 
-def test_write_outside_workspace_is_refused(make_sandbox, tmp_path):
-    target = f"/tmp/escape_{uuid.uuid4().hex}"
-    sb = make_sandbox()
-    res = sb.exec(f"open({target!r}, 'w').write('x')")
-    assert res.error_kind == "sandbox_violation"
-    assert f"writing outside the episode workspace is not allowed (open {target})" in res.message
-    # through a symlink planted in the workspace, and with os.open
-    res2 = sb.exec(f"import os\nos.symlink({target!r}, 'link')")
-    res3 = sb.exec(f"import os\nos.open({target!r}, os.O_WRONLY | os.O_CREAT)")
-    assert res2.error_kind == res3.error_kind == "sandbox_violation"
-    assert not os.path.exists(target)
-    # the workspace itself is writable
-    res4 = sb.exec("open('out.txt', 'w').write('ok')\nprint(open('out.txt').read())")
-    assert res4.stdout == "ok\n" and (tmp_path / "ws" / "out.txt").read_text() == "ok"
-    assert_serving(sb)
-
-
-def _processes_in_group(pgid: int) -> int:
-    n = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                n += int(f.read().rsplit(")", 1)[1].split()[2]) == pgid
-        except (OSError, IndexError, ValueError):
-            pass
-    return n
-
-
 @pytest.mark.parametrize("code, event", [
     ("import os\nwhile True:\n    os.fork()", "os.fork"),
     ("import subprocess\nsubprocess.Popen(['sh', '-c', ':(){ :|:& };:'])", "subprocess.Popen"),
     ("import os\nos.system('sleep 100 &')", "os.system"),
     ("import multiprocessing as mp\nmp.Process(target=print).start()", "os.fork"),
 ])
-def test_fork_bomb_is_refused(make_sandbox, code, event):
+def test_process_creation_is_refused(make_sandbox, code, event):
     sb = make_sandbox()
     res = sb.exec(code)
     assert res.error_kind == "sandbox_violation"
     assert f"starting processes is not allowed ({event})" in res.message
-    # only the interpreter (and its unshare wrapper) live in the sandbox's process group
-    assert _processes_in_group(sb._proc.pid) == (2 if sb.prefix else 1)
-    assert_serving(sb)
-
-
-def test_ten_gigabyte_allocation_is_a_memory_error(make_sandbox):
-    sb = make_sandbox()
-    sb.exec("keep = 'still here'")
-    res = sb.exec("b = bytearray(10 * 2**30)")
-    assert res.error and res.error_kind == "memory"
-    assert "MemoryError" in res.message and "memory limit of the sandbox" in res.message
-    res2 = sb.exec("import numpy as np\nz = np.zeros(10 * 2**30 // 8)")
-    assert res2.error_kind == "memory"
-    assert sb.exec("print(keep)").stdout == "still here\n"  # the interpreter survived
+    # only the interpreter (and bwrap's PID-namespace init) live in the sandbox
+    assert len(descendants(sb._proc.pid)) == (2 if sb.backend == "bwrap" else 1)
     assert_serving(sb)
 
 
@@ -209,19 +85,6 @@ def test_busy_loop_hits_the_cpu_limit(make_sandbox):
     assert_serving(sb)
 
 
-def test_other_episode_workspace_is_unreadable(make_sandbox, tmp_path):
-    a, b = make_sandbox("ep_a"), make_sandbox("ep_b")
-    assert not a.exec("open('secret.txt', 'w').write('episode A')").error
-    assert (tmp_path / "ep_a" / "secret.txt").read_text() == "episode A"
-    res = b.exec(f"print(open({str(tmp_path / 'ep_a' / 'secret.txt')!r}).read())")
-    assert res.error_kind == "sandbox_violation" and "episode A" not in res.observation
-    assert f"reading {tmp_path / 'ep_a' / 'secret.txt'} is not allowed" in res.message
-    res2 = b.exec(f"import os\nprint(os.listdir({str(tmp_path / 'ep_a')!r}))")
-    assert res2.error_kind == "sandbox_violation" and "secret.txt" not in res2.stdout
-    assert a.exec("print(open('secret.txt').read())").stdout == "episode A\n"
-    assert_serving(b)
-
-
 def test_read_roots_are_readable(make_sandbox, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -231,20 +94,6 @@ def test_read_roots_are_readable(make_sandbox, tmp_path):
     assert res.stdout == "1.0\n" and not res.error
     res2 = sb.exec(f"open({str(data / 'band.txt')!r}, 'w')")
     assert res2.error_kind == "sandbox_violation"  # readable, not writable
-
-
-@pytest.mark.parametrize("target", ["os.getppid()", "PARENT", "0", "-1"])
-def test_killing_the_parent_is_refused(make_sandbox, target):
-    sb = make_sandbox()
-    target = target.replace("PARENT", str(os.getpid()))
-    code = f"import os, signal\nos.kill({target}, signal.SIGKILL)"
-    res = sb.exec(code)
-    assert res.error_kind == "sandbox_violation"
-    assert "sending signals to other processes is not allowed (os.kill" in res.message
-    res2 = sb.exec(f"import os\nos.killpg({os.getpgid(0)}, 9)")
-    assert res2.error_kind == "sandbox_violation"
-    os.kill(os.getpid(), 0)  # still alive
-    assert_serving(sb)
 
 
 def test_native_code_is_refused(make_sandbox):
@@ -270,11 +119,8 @@ def test_crash_and_protocol_forgery_restart_the_interpreter(make_sandbox):
     assert res.error_kind == "sandbox_crash" and "killed by SIGSEGV" in res.message
     assert "variables from earlier turns are lost" in res.message
     assert_serving(sb)
-    # garbage and a forged "done" on the channel: the first breaks the protocol, the second is
-    # ignored because it lacks the exec id
+    # a forged "done" without the exec id is ignored (garbage: test_sandbox_escapes.py)
     fd = "sorted(int(f) for f in os.listdir('/proc/self/fd'))[4]"
-    res2 = sb.exec(f"import os\nos.write({fd}, b'garbage\\n')")
-    assert res2.error_kind == "sandbox_crash"
     res3 = sb.exec(f"import os\nos.write({fd}, b'{{\"t\": \"done\", \"stdout\": \"fake\"}}\\n')\n"
                    "print('real')")
     assert res3.stdout == "real\n"
@@ -324,16 +170,6 @@ def test_tool_errors_are_observations(make_sandbox):
     res3 = sb.exec("spectral_index('S2', 'NDVI', 3)")
     assert res3.error_kind == "schema_error" and "at most 2 positional" in res3.message
     assert len(handler.calls) == 2  # the bad call never reached the handler
-
-
-def test_tool_time_does_not_count_against_the_wall_limit(make_sandbox):
-    def slow_handler(name, kwargs):
-        time.sleep(1.2)
-        return {"text": "done", "data": {"ok": True}}
-
-    sb = make_sandbox(limits=SandboxLimits(wall_s=1.0, memory_mb=1024), handler=slow_handler)
-    res = sb.exec("print(spectral_index(scene='S2')['ok'])")
-    assert (res.stdout, res.error) == ("True\n", False) and res.seconds > 1.2
 
 
 def test_handler_failure_propagates_and_sandbox_recovers(make_sandbox):
@@ -422,71 +258,47 @@ def test_process_count_is_bounded_even_for_threads(make_sandbox):
     sb.start()
     if os.geteuid() == 0 and not sb.isolation["pids_cgroup"]:
         pytest.skip("root without a writable pids cgroup: RLIMIT_NPROC is not enforced")
+    base = sb._cgroup.pids_current() if sb.isolation["pids_cgroup"] else 1  # bwrap init + python
     res = sb.exec("import threading, time\nthreading.stack_size(65536)\nn = 0\ntry:\n"
                   "    for _ in range(500):\n"
                   "        threading.Thread(target=time.sleep, args=(1,), daemon=True).start()\n"
                   "        n += 1\nexcept RuntimeError as e:\n    print(e)\nprint(n)")
     message, n = res.stdout.splitlines()
     assert message == "can't start new thread"
-    assert int(n) == 11 if sb.isolation["pids_cgroup"] else 0 < int(n) <= 12
+    assert int(n) == 12 - base if sb.isolation["pids_cgroup"] else 0 < int(n) <= 12
     assert_serving(sb)
 
 
 def test_close_removes_the_process_and_its_cgroup(make_sandbox):
     sb = make_sandbox()
     sb.start()
-    proc, cgroup = sb._proc, sb._cgroup
+    proc, folders = sb._proc, sb._cgroup.folders
+    inside = descendants(proc.pid)
+    assert folders and inside  # a cgroup folder per hierarchy; bwrap's init and the python
     sb.close()
     assert proc.poll() is not None and not sb.alive
-    assert cgroup is None or not cgroup.exists()
+    assert not any(f.exists() for f in folders)
+    deadline = time.monotonic() + 3  # the PID namespace dies with bwrap, asynchronously
+    while [pid for pid in inside if _alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [pid for pid in inside if _alive(pid)]
 
 
-BYPASS = ("import gc\nguard = [o for o in gc.get_objects() if type(o).__name__ == '_Guard'][0]\n"
-          "guard.trusted = True  # the audit hook now lets everything through\n")
-
-
-def test_kernel_layers_hold_when_the_audit_hook_is_disabled(make_sandbox, tmp_path):
-    """Python code can switch the audit hook off; Landlock, the namespaces and the cgroup still
-    stop the escape (plain OSErrors then, not sandbox_violation)."""
-    a, b = make_sandbox("ep_a"), make_sandbox("ep_b")
-    a.exec("open('secret.txt', 'w').write('episode A')")
-    b.start()
-    if not b.isolation["landlock"]:
-        pytest.skip("Landlock is not available on this kernel")
-    target = f"/tmp/escape_{uuid.uuid4().hex}"
-    res = b.exec(BYPASS + f"open({target!r}, 'w').write('x')")
-    assert res.error_kind == "code_error" and "PermissionError: [Errno 13]" in res.message
-    assert not os.path.exists(target)
-    res = b.exec(BYPASS + f"print(open({str(tmp_path / 'ep_a' / 'secret.txt')!r}).read())")
-    assert "PermissionError: [Errno 13]" in res.message and "episode A" not in res.observation
-    res = b.exec(BYPASS + f"import os\nos.kill({os.getpid()}, 9)")
-    assert res.error_kind == "code_error"
-    assert "ProcessLookupError" in res.message or "PermissionError" in res.message
-    res = b.exec(BYPASS + "import socket\nsocket.create_connection(('127.0.0.1', 22), 1)")
-    assert res.error_kind == "code_error"
-    # Landlock TCP rule (EACCES) or, on an older ABI, the empty network namespace (ENETUNREACH)
-    assert "PermissionError: [Errno 13]" in res.message or "[Errno 101]" in res.message
-    assert b.exec("print(1+1)").stdout == "2\n"  # the hook is armed again for the next cell
-    assert b.exec("open('/tmp/x', 'w')").error_kind == "sandbox_violation"
-
-
-def test_fork_bomb_without_the_audit_hook_is_bounded_by_the_cgroup(make_sandbox):
-    sb = make_sandbox(limits=SandboxLimits(wall_s=10, memory_mb=1024, max_processes=16))
-    sb.start()
-    if not sb.isolation["pids_cgroup"]:
-        pytest.skip("no writable pids cgroup on this machine")
-    res = sb.exec(BYPASS + "import os\nwhile True:\n    os.fork()")
-    assert res.error_kind == "code_error" and "BlockingIOError: [Errno 11]" in res.message
-    assert int((sb._cgroup / "pids.current").read_text()) <= 16
-    assert_serving(sb)
+def _alive(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (a killed sandbox's init is reaped by the host's init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_bench_sandbox_measures_startup_and_overhead():
     from earthrl.envs.bench_sandbox import bench_sandbox
 
     out = bench_sandbox(n=5)
-    assert set(out) == {"startup_s", "exec_median_ms", "exec_p90_ms", "tool_call_ms", "netns",
-                        "pids_cgroup", "landlock", "n"}
+    assert set(out) == {"startup_s", "exec_median_ms", "exec_p90_ms", "tool_call_ms", "backend",
+                        "seccomp", "netns", "pids_cgroup", "landlock", "n"}
     assert 0 < out["startup_s"] < 30 and 0 < out["exec_median_ms"] <= out["exec_p90_ms"]
     assert out["tool_call_ms"] > 0 and out["n"] == 5
     with pytest.raises(ValueError, match="n must be >= 1"):
@@ -494,7 +306,7 @@ def test_bench_sandbox_measures_startup_and_overhead():
 
 
 def test_stale_cgroups_of_dead_processes_are_removed():
-    from earthrl.envs.sandbox_cgroup import make_cgroup, pids_controller_root, remove_cgroup
+    from earthrl.envs.sandbox_cgroup import SandboxCgroup, pids_controller_root, remove_cgroup
 
     root = pids_controller_root()
     if root is None:
@@ -502,10 +314,11 @@ def test_stale_cgroups_of_dead_processes_are_removed():
     dead_pid = int(open("/proc/sys/kernel/pid_max").read()) + 1  # can never be alive
     stale = root / f"earthrl_sandbox_{dead_pid}_0"
     stale.mkdir()
-    fresh = make_cgroup(7)
+    fresh = SandboxCgroup(7)
     try:
-        assert not stale.exists() and (fresh / "pids.max").read_text().strip() == "7"
+        assert not stale.exists() and (fresh.dirs["pids"] / "pids.max").read_text().strip() == "7"
     finally:
-        remove_cgroup(fresh)
+        folders = fresh.folders
+        fresh.remove()
         remove_cgroup(stale, wait_s=0)
-    assert not fresh.exists()
+    assert folders and not any(f.exists() for f in folders)

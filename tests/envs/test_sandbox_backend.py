@@ -1,0 +1,73 @@
+"""Which boundary the CodeAct sandbox gets (EarthRL issue 9): bubblewrap; the kernel layers where
+bubblewrap cannot run; a one-line refusal where neither works, unless allow_weaker."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+import earthrl.envs.sandbox as sandbox_mod
+from earthrl.envs.sandbox import Sandbox, SandboxUnavailable, sandbox_backend
+from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch):
+    """This machine as one without a usable bubblewrap (probes re-run, caches restored)."""
+    monkeypatch.setattr(sandbox_mod, "bwrap_probe", lambda: (False, "bwrap is not installed"))
+    sandbox_backend.cache_clear()
+    yield monkeypatch
+    sandbox_backend.cache_clear()
+
+
+def test_this_machine_uses_bubblewrap_with_seccomp(tmp_path):
+    sandbox_backend.cache_clear()
+    if sandbox_backend() != "bwrap":
+        pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap)")
+    with Sandbox(tmp_path / "ws", LIMITS) as sb:
+        assert_serving(sb)
+        iso = sb.isolation
+    assert iso["bwrap"] and iso["mountns"] and iso["ipcns"] and iso["netns"]
+    assert iso["seccomp"] and iso["landlock"] > 0
+
+
+def test_kernel_layers_when_bubblewrap_cannot_run(no_bwrap, tmp_path):
+    if not sandbox_mod.isolation_prefix():
+        pytest.skip("unshare namespaces are not available here")
+    with Sandbox(tmp_path / "ws", LIMITS) as sb:
+        assert_serving(sb)
+        if not sb.isolation["landlock"]:
+            pytest.skip("Landlock is not available on this kernel")
+        iso = sb.isolation
+        res = sb.exec(BYPASS + f"open({str(tmp_path / 'escape')!r}, 'w')")
+    assert iso["backend"] == "kernel" and not iso["bwrap"] and iso["netns"]
+    assert res.error_kind == "code_error" and "PermissionError: [Errno 13]" in res.message
+    assert not (tmp_path / "escape").exists()
+
+
+def test_refuses_in_one_line_without_any_isolation(no_bwrap, tmp_path):
+    no_bwrap.setattr(sandbox_mod, "isolation_prefix", lambda: ())
+    with pytest.raises(SandboxUnavailable) as e:
+        Sandbox(tmp_path / "ws", LIMITS)
+    msg = str(e.value)
+    assert "\n" not in msg and "bwrap is not installed" in msg
+    assert "apt-get install bubblewrap" in msg and "env.sandbox.allow_weaker=true" in msg
+    assert not (tmp_path / "ws").exists()  # refused before anything was made
+    from earthrl.launch.errors import ConfigError
+    from earthrl.launch.runtime import env_kwargs
+
+    cfg = OmegaConf.create({"action_format": "codeact", "mode": "execute", "toolset": "mini"})
+    with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
+        env_kwargs(cfg)
+    cfg.sandbox = {"allow_weaker": True}
+    assert env_kwargs(cfg)["format_options"] == {"sandbox": {"allow_weaker": True}}
+
+
+def test_allow_weaker_runs_and_says_so(no_bwrap, tmp_path):
+    no_bwrap.setattr(sandbox_mod, "isolation_prefix", lambda: ())
+    with Sandbox(tmp_path / "ws", LIMITS, allow_weaker=True) as sb:
+        assert_serving(sb)
+        res = sb.exec("open('/etc/escape', 'w')")
+        iso = sb.isolation
+    assert iso["backend"] == "weaker" and not iso["bwrap"] and not iso["netns"]
+    assert res.error_kind == "sandbox_violation"  # the inner layers still refuse
