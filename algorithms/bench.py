@@ -1,4 +1,5 @@
-"""``earthrl bench algorithms``: cost of rewards + advantages + token broadcast for one batch.
+"""``earthrl bench algorithms``: cost of the score and advantage stages (rewards, estimator, token
+broadcast) for one batch.
 
 Target: under 1 % of a default local training step (~330 s on the 2-core CPU, DESIGN §3), i.e.
 < 3.3 s for 1024 trajectories × 8192 tokens.
@@ -58,7 +59,8 @@ def synthetic_batch(batch: int, tokens: int, *, turns: int = 12, group_size: int
 
 def bench_algorithms(batch: int = 1024, tokens: int = 8192, *, estimator: str = "grpo_tap", repeats: int = 3,
                      step_seconds: float = 330.0) -> dict:
-    """Time :func:`earthrl.algorithms.estimators.token_advantages` (rewards + advantages + broadcast).
+    """Time :func:`earthrl.rewards.scoring.score` and the parts of
+    :func:`earthrl.algorithms.estimators.token_advantages` (estimator, token broadcast).
 
     Args:
         batch: trajectories; tokens: token ids per trajectory.
@@ -71,20 +73,21 @@ def bench_algorithms(batch: int = 1024, tokens: int = 8192, *, estimator: str = 
         "share_of_step", "within_budget"}`` (seconds; best of ``repeats``; budget = 1 % of a step).
     """
     from earthrl.algorithms.broadcast import turn_values_to_tokens
-    from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, token_advantages
+    from earthrl.algorithms.estimators import TurnBatch, token_advantages
     from earthrl.algorithms.registry import ESTIMATORS
-    from earthrl.rewards.registry import score_trajectories
+    from earthrl.algorithms.spec import AlgorithmSpec
+    from earthrl.rewards.scoring import score
 
-    cfg = PRESETS[estimator]
+    spec = AlgorithmSpec.from_config(PRESETS[estimator])
     trajs = synthetic_batch(batch, tokens, hierarchical=estimator == "hierarchical")
     tasks = {TASK["id"]: TASK}
-    token_advantages(trajs[:8], tasks, cfg)  # warm-up: imports, registries
+    token_advantages(trajs[:8], score(trajs[:8], tasks, spec), spec)  # warm-up: imports, registries
     best: dict[str, float] = {}
     for _ in range(repeats):
         t0 = time.perf_counter()
-        score_trajectories(trajs, tasks, reward=cfg["reward"], turn_reward=cfg.get("turn_reward"))
+        scores = score(trajs, tasks, spec)
         t1 = time.perf_counter()
-        turn_adv = ESTIMATORS.lookup(cfg["estimator"])(TurnBatch.from_trajectories(trajs), AdvantageConfig())
+        turn_adv = ESTIMATORS.lookup(spec.estimator)(TurnBatch.from_trajectories(trajs, scores), spec.advantage)
         t2 = time.perf_counter()
         out = turn_values_to_tokens(trajs, turn_adv)
         t3 = time.perf_counter()

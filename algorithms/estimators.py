@@ -1,8 +1,9 @@
-"""Advantage estimators by name, and the one entry point the recipes call.
+"""The advantage stage: estimators by name, and the one entry point the recipes call.
 
-An estimator maps a :class:`TurnBatch` (rewards, groups and turn facts of a rollout batch as
-flat tensors) to one advantage per turn; :func:`token_advantages` scores the trajectories,
-runs the estimator named by ``algorithm.estimator`` (registry :data:`ESTIMATORS`, no if/else
+An estimator maps a :class:`TurnBatch` (the scores, groups and turn facts of a rollout batch as
+flat tensors) to one advantage per turn; :func:`token_advantages` builds the batch from the
+trajectories and their :class:`~earthrl.rewards.scoring.Scores` (numbers: this module never
+calls a reward), runs the estimator named by the spec (registry :data:`ESTIMATORS`, no if/else
 over names) and broadcasts the turn advantages onto the response tokens.
 
 Built-ins: ``grpo`` (all seeds; Dr. GRPO with ``norm_by_std: false``), ``grpo_tap``
@@ -18,7 +19,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from earthrl.algorithms.broadcast import turn_values_to_tokens
-from earthrl.algorithms.grpo import group_index, group_normalise
+from earthrl.algorithms.grpo import group_index, group_normalise, grpo_advantages
 from earthrl.algorithms.registry import ESTIMATORS
 from earthrl.algorithms.tap import tap_advantages
 
@@ -58,7 +59,7 @@ class TurnBatch:
     """A rollout batch as flat tensors (N trajectories, M turns in trajectory order).
 
     Attributes:
-        reward: (N,) float32 trajectory reward (outcome, MEFR, HiRS manager).
+        reward: (N,) float32 trajectory reward (``Scores.reward``: outcome, MEFR, HiRS manager).
         group: (N,) int64 dense GRPO group index (the G samples of one task).
         valid: (N,) bool, False for env_failure trajectories (excluded, advantage 0).
         turn_traj: (M,) int64 trajectory of each turn.
@@ -67,7 +68,7 @@ class TurnBatch:
             (the HiRS specialist step index).
         turn_role: (M,) int64 :data:`ROLES` code.
         turn_error: (M,) bool E(a_t, o_t); turn_prev_error: (M,) bool E of the previous turn.
-        turn_reward: (M,) float32 per-turn reward (0 where none).
+        turn_reward: (M,) float32 per-turn reward (``Scores.turn_rewards``; 0 where none).
     """
 
     reward: torch.Tensor
@@ -82,16 +83,19 @@ class TurnBatch:
     turn_reward: torch.Tensor
 
     @classmethod
-    def from_trajectories(cls, trajs: Sequence) -> TurnBatch:
-        """Collect the batch from scored :class:`~earthrl.rollout.trajectory.Trajectory` objects.
+    def from_trajectories(cls, trajs: Sequence, scores) -> TurnBatch:
+        """Collect the batch from N :class:`~earthrl.rollout.trajectory.Trajectory` objects (turn
+        facts, groups, faults) and their :class:`~earthrl.rewards.scoring.Scores` (rewards).
 
         Raises:
-            ValueError: a trajectory's ``turn_rewards`` is neither empty nor one per turn, or a turn's
-                role is not one of :data:`ROLES`.
+            ValueError: ``scores`` is not for N trajectories, a trajectory's turn rewards are neither
+                empty nor one per turn, or a turn's role is not one of :data:`ROLES`.
         """
+        if len(scores.reward) != len(trajs) or len(scores.turn_rewards) != len(trajs):
+            raise ValueError(f"scores are for {len(scores.reward)} trajectories, the batch has {len(trajs)}")
         cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew")}
         for i, t in enumerate(trajs):
-            tr = t.turn_rewards or [0.0] * len(t.turns)
+            tr = scores.turn_rewards[i] or [0.0] * len(t.turns)
             if len(tr) != len(t.turns):
                 raise ValueError(f"trajectory {i} ({t.task_id}) has {len(tr)} turn_rewards for {len(t.turns)} turns")
             seen = dict.fromkeys(ROLES.values(), 0)
@@ -112,7 +116,7 @@ class TurnBatch:
         long_ = lambda k: torch.tensor(cols[k], dtype=torch.long)  # noqa: E731
         bool_ = lambda k: torch.tensor(cols[k], dtype=torch.bool)  # noqa: E731
         return cls(
-            reward=torch.tensor([float(t.reward) for t in trajs], dtype=torch.float32),
+            reward=torch.tensor([float(r) for r in scores.reward], dtype=torch.float32),
             group=group_index([t.group for t in trajs]),
             valid=torch.tensor([not t.env_failure for t in trajs], dtype=torch.bool),
             turn_traj=long_("traj"), turn_pos=long_("pos"), turn_role_pos=long_("role_pos"),
@@ -121,15 +125,15 @@ class TurnBatch:
 
 
 def trajectory_advantages(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
-    """GRPO over trajectory rewards within task groups; (N,) float32, 0 on invalid trajectories."""
-    if not torch.isfinite(batch.reward).all():
-        raise ValueError("trajectory rewards contain NaN or inf: fix the reward function")
-    # invalid trajectories each get their own singleton group, hence 0
+    """:func:`~earthrl.algorithms.grpo.grpo_advantages` of the trajectory rewards within task groups;
+    (N,) float32, 0 on invalid trajectories (each is its own singleton group).
+
+    Raises:
+        ValueError: a reward is NaN or inf.
+    """
     n = batch.reward.numel()
-    if n == 0:
-        return torch.zeros(0, dtype=torch.float32)
-    key = torch.where(batch.valid, batch.group, batch.group.max() + 1 + torch.arange(n))
-    return group_normalise(batch.reward, key, eps=cfg.eps, std_floor=cfg.std_floor, norm_by_std=cfg.norm_by_std)
+    key = torch.where(batch.valid, batch.group, batch.group.max() + 1 + torch.arange(n)) if n else batch.group
+    return grpo_advantages(batch.reward, key.tolist(), eps=cfg.eps, std_floor=cfg.std_floor, norm_by_std=cfg.norm_by_std)
 
 
 def keyed_turn_advantages(batch: TurnBatch, cfg: AdvantageConfig, select: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
@@ -155,7 +159,8 @@ def keyed_turn_advantages(batch: TurnBatch, cfg: AdvantageConfig, select: torch.
 
 @ESTIMATORS.register("grpo")
 def grpo_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
-    """GRPO: the trajectory advantage on every turn (all seeds' baseline). Returns (M,) float32."""
+    """GRPO: the trajectory's :func:`~earthrl.algorithms.grpo.grpo_advantages` on every turn (all seeds'
+    baseline; :func:`token_advantages` then broadcasts it onto the turn's tokens). Returns (M,) float32."""
     return trajectory_advantages(batch, cfg)[batch.turn_traj]
 
 
@@ -166,40 +171,24 @@ def grpo_tap_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
                           protect_recovery=cfg.protect_recovery)
 
 
-def _plain(cfg) -> dict:
-    if hasattr(cfg, "_metadata"):  # omegaconf DictConfig
-        from omegaconf import OmegaConf
-
-        return OmegaConf.to_container(cfg, resolve=True)
-    return dict(cfg)
-
-
-def token_advantages(trajs: Sequence, tasks_by_id: Mapping[str, dict], cfg) -> list[torch.Tensor]:
-    """Score a rollout batch and return per-token advantages — the one call a recipe makes.
+def token_advantages(trajs: Sequence, scores, spec) -> list[torch.Tensor]:
+    """Per-token advantages of a scored rollout batch — the one call a recipe makes.
 
     Args:
-        trajs: N :class:`~earthrl.rollout.trajectory.Trajectory`; ``reward``/``turn_rewards``/
-            ``correct`` are set in place.
-        tasks_by_id: TaskSpec dicts of the batch by id.
-        cfg: the ``algorithm`` config (dict or DictConfig) with ``estimator`` (default "grpo"),
-            ``reward``, ``reward_kwargs``, ``turn_reward`` (None or a :data:`TURN_REWARDS` name),
-            ``turn_reward_kwargs`` and ``advantage`` (:class:`AdvantageConfig` fields).
+        trajs: N :class:`~earthrl.rollout.trajectory.Trajectory` (read only).
+        scores: their :class:`~earthrl.rewards.scoring.Scores`.
+        spec: the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` (uses ``estimator``, a
+            :data:`ESTIMATORS` name, and ``advantage``, an :class:`AdvantageConfig`).
 
     Returns:
         N float32 tensors, the i-th of shape (len(trajs[i].token_ids()),): the turn's advantage on
         its response tokens, 0 on prompt/observation tokens; all-zero for env_failure trajectories.
 
     Raises:
-        KeyError: unknown estimator/reward name. ValueError: bad ``advantage`` keys or rewards.
+        KeyError: unknown estimator name. ValueError: NaN/inf rewards or scores of another batch.
     """
-    from earthrl.rewards.registry import score_trajectories
-
-    cfg = _plain(cfg)
-    estimator = ESTIMATORS.lookup(cfg.get("estimator") or "grpo")
-    adv_cfg = AdvantageConfig.from_mapping(cfg.get("advantage"))
-    score_trajectories(trajs, tasks_by_id, reward=cfg["reward"], reward_kwargs=cfg.get("reward_kwargs"),
-                       turn_reward=cfg.get("turn_reward"), turn_reward_kwargs=cfg.get("turn_reward_kwargs"))
-    batch = TurnBatch.from_trajectories(trajs)
-    turn_adv = estimator(batch, adv_cfg)
+    estimator = ESTIMATORS.lookup(spec.estimator)
+    batch = TurnBatch.from_trajectories(trajs, scores)
+    turn_adv = estimator(batch, spec.advantage)
     turn_adv = torch.where(batch.valid[batch.turn_traj], turn_adv, torch.zeros_like(turn_adv))
     return turn_values_to_tokens(trajs, turn_adv)

@@ -63,7 +63,7 @@ def grpo_advantages(
     Args:
         rewards: float tensor of shape (N,), one scalar reward per trajectory.
         group_ids: N hashable keys; trajectories with equal keys form one group
-            (the G samples of one task; HiRS uses (task, step) keys for specialists).
+            (the G samples of one task).
         eps: δ added to the denominator.
         std_floor: lower bound on the group's (unbiased) std before division.
         norm_by_std: False gives Dr. GRPO (mean-centred only, no std division).

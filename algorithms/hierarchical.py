@@ -1,8 +1,8 @@
 """Step-grouped estimators: HiRS-Agent VG-HRL and Earth-Agent-Pro's node-level GRPO.
 
 - ``hierarchical`` (HiRS-Agent §3, VG-HRL): manager turns (and any non-specialist turn) get the
-  GRPO advantage of the manager reward (``trajectory.reward``) grouped by task; the k-th specialist
-  turn gets the GRPO advantage of its tiered reward (``trajectory.turn_rewards``) grouped by
+  GRPO advantage of the manager reward (``Scores.reward``) grouped by task; the k-th specialist
+  turn gets the GRPO advantage of its tiered reward (``Scores.turn_rewards``) grouped by
   (task, k) — steps are never mixed. The two levels meet only in the λ-mixed loss
   (:mod:`earthrl.algorithms.mixed_loss`), never in the reward.
 - ``executor_node`` (Earth-Agent-Pro executor GRPO): every turn is a workflow node; the k-th turn's

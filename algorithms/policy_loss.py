@@ -116,13 +116,11 @@ def ppo_clip_kl_loss(
 @POLICY_LOSSES.register("ppo_clip_kl")
 def ppo_clip_kl(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 response_mask: torch.Tensor, cfg: PolicyLossConfig, ref_logprobs: torch.Tensor | None = None,
-                role_mask: torch.Tensor | None = None, batch_num_tokens: int | float | None = None,
-                global_batch_size: int | None = None, role_num_tokens: tuple[float, float] | None = None,
+                batch_num_tokens: int | float | None = None, global_batch_size: int | None = None,
                 dp_size: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
-    """Registry form of :func:`ppo_clip_kl_loss` (named arguments only; all seeds' policy loss).
-
-    ``role_mask`` and ``role_num_tokens`` are accepted for a uniform loss signature and ignored.
-    Shapes (B, T) as in :func:`ppo_clip_kl_loss`; returns (loss scalar, metrics).
+    """Registry form of :func:`ppo_clip_kl_loss` (named arguments only; all seeds' policy loss; no extra
+    inputs in :data:`earthrl.algorithms.spec.LOSS_INPUTS`). Shapes (B, T) as in :func:`ppo_clip_kl_loss`;
+    returns (loss scalar, metrics).
     """
     return ppo_clip_kl_loss(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, cfg,
                             batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size)

@@ -15,11 +15,14 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   tokens, 0 on tool observations);
 - the trajectory reward is the row sum of ``token_level_rewards``; a turn's reward is the sum over
   its run (EarthRL's verl reward manager writes each per-turn reward on the turn's last token);
-- ``grpo_tap`` needs ``error_mask`` (B, T) {0,1} (1 on the tokens of turns with E = 1) and
-  ``hierarchical`` needs ``role_mask`` (B, T) (1 on manager tokens; the manager reward is then the
-  row sum over non-specialist turns). verl 0.9.1's trainer does not forward such keys: the EarthRL
-  verl trainer must add them to ``adv_kwargs``; without them these estimators raise ValueError
-  instead of silently running plain GRPO. Likewise ``earthrl_mixed_role`` needs ``role_mask``.
+- the extra (B, T) inputs come from the algorithm spec's tables
+  (:data:`earthrl.algorithms.spec.ESTIMATOR_INPUTS`, :data:`~earthrl.algorithms.spec.LOSS_INPUTS`):
+  ``grpo_tap`` needs ``error_mask`` {0,1} (1 on the tokens of turns with E = 1), ``hierarchical``
+  needs ``role_mask`` (1 on manager tokens; the manager reward is then the row sum over
+  non-specialist turns), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
+  forward such keys: the EarthRL verl trainer must add them to ``adv_kwargs`` / the loss call
+  (``AlgorithmSpec.advantage_inputs`` / ``loss_inputs`` list them); without them these raise
+  ValueError instead of silently running plain GRPO.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
   ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
   clipped surrogate per token.
@@ -37,9 +40,9 @@ from earthrl.algorithms.estimators import ROLES, AdvantageConfig, TurnBatch
 from earthrl.algorithms.grpo import group_index
 from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+from earthrl.algorithms.spec import ESTIMATOR_INPUTS, LOSS_INPUTS
 
 PREFIX = "earthrl_"
-REQUIRED_KWARGS = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",), "mixed_role": ("role_mask",)}
 
 
 def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.Tensor:
@@ -85,8 +88,8 @@ def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch
     return batch, token_turn
 
 
-def _require(name: str, kwargs: dict) -> None:
-    missing = [k for k in REQUIRED_KWARGS.get(name, ()) if kwargs.get(k) is None]
+def _require(name: str, needs: tuple[str, ...], kwargs: dict) -> None:
+    missing = [k for k in needs if kwargs.get(k) is None]
     if missing:
         raise ValueError(f"{PREFIX}{name} needs {missing} (B, T) tensors in the call; verl 0.9.1 does not forward "
                          "them: use EarthRL's verl trainer, which adds them to adv_kwargs / the loss call")
@@ -101,7 +104,7 @@ def verl_estimator(name: str) -> Callable:
     estimator = ESTIMATORS.lookup(name)
 
     def adv_est(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None, **kwargs):
-        _require(name, kwargs)
+        _require(name, ESTIMATOR_INPUTS.get(name, ()), kwargs)
         fields = {"norm_by_std": bool(getattr(config, "norm_adv_by_std_in_grpo", True))}
         fields.update(kwargs.get("earthrl_advantage") or {})
         batch, token_turn = turn_batch_from_verl(token_level_rewards, response_mask, index,
@@ -124,10 +127,11 @@ def verl_policy_loss(name: str) -> Callable:
     Clip ratios come from verl's ActorConfig (``clip_ratio_low``/``clip_ratio_high``), global token and
     sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5)."""
     loss_fn = POLICY_LOSSES.lookup(name)
+    needs = LOSS_INPUTS.get(name, ())
 
     def policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
                     rollout_is_weights=None, **kwargs):
-        _require(name, kwargs)
+        _require(name, needs, kwargs)
         clip = float(getattr(config, "clip_ratio", 0.2) or 0.2)
         low, high = (getattr(config, k, None) for k in ("clip_ratio_low", "clip_ratio_high"))
         cfg = PolicyLossConfig(clip_ratio_low=float(low if low is not None else clip),
@@ -138,7 +142,7 @@ def verl_policy_loss(name: str) -> Callable:
             advantages = advantages * rollout_is_weights
         info = dict(getattr(config, "global_batch_info", None) or {})
         loss, m = loss_fn(logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
-                          response_mask=response_mask, cfg=cfg, role_mask=kwargs.get("role_mask"),
+                          response_mask=response_mask, cfg=cfg, **{k: kwargs[k] for k in needs},
                           batch_num_tokens=info.get("batch_num_tokens"),
                           global_batch_size=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1))
         return loss, {"actor/pg_clipfrac": m["clip_frac"], "actor/pg_loss_earthrl": m["pg_loss"]}

@@ -17,34 +17,29 @@ each a function returning a flat dict of numbers; the suite registry maps a name
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import platform
 import time
 from pathlib import Path
 
-# suite -> [(measurement name, "module:function", {CLI option -> keyword})]
-BENCHES: dict[str, list[tuple[str, str, dict[str, str]]]] = {
-    "env": [
-        ("ndvi", "earthrl.envs.bench_ndvi:bench_ndvi", {"size": "size"}),
-        ("env_step", "earthrl.envs.bench_env:bench_env_step", {"n": "n"}),
-        ("sandbox", "earthrl.envs.bench_sandbox:bench_sandbox", {"n": "n"}),
-    ],
-    "fuzz": [
-        ("env_step", "earthrl.envs.bench_fuzz:bench_fuzz", {"n": "n"}),
-    ],
-    "algorithms": [
-        ("rewards_advantages", "earthrl.algorithms.bench:bench_algorithms", {"batch": "batch", "tokens": "tokens"}),
-    ],
-    "load": [
-        ("envpool_load", "earthrl.envs.bench_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
-    ],
-}
+from earthrl.envs.registry import Registry, import_target
 
-
-def _resolve(target: str):
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
+BENCHES: Registry = Registry("benchmark suite")
+"""Suite name -> [(measurement name, "module:function", {CLI option -> keyword})]."""
+BENCHES.register("env", [
+    ("ndvi", "earthrl.envs.tools.bench_ndvi:bench_ndvi", {"size": "size"}),
+    ("env_step", "earthrl.envs.core.bench_step:bench_env_step", {"n": "n"}),
+    ("sandbox", "earthrl.envs.sandbox.bench:bench_sandbox", {"n": "n"}),
+])
+BENCHES.register("fuzz", [
+    ("env_step", "earthrl.envs.core.bench_fuzz:bench_fuzz", {"n": "n"}),
+])
+BENCHES.register("algorithms", [
+    ("rewards_advantages", "earthrl.algorithms.bench:bench_algorithms", {"batch": "batch", "tokens": "tokens"}),
+])
+BENCHES.register("load", [
+    ("envpool_load", "earthrl.envs.core.bench_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
+])
 
 
 def run_suite(suite: str, options: dict[str, int | None]) -> dict[str, dict]:
@@ -57,12 +52,12 @@ def run_suite(suite: str, options: dict[str, int | None]) -> dict[str, dict]:
         KeyError: unknown suite (lists the available ones).
     """
     if suite not in BENCHES:
-        raise KeyError(f"unknown benchmark suite {suite!r}; choose one of: {', '.join(BENCHES)}")
+        raise KeyError(BENCHES.unknown(suite))
     results: dict[str, dict] = {}
     for name, target, option_map in BENCHES[suite]:
         kwargs = {kw: options[opt] for opt, kw in option_map.items() if options.get(opt) is not None}
         t0 = time.perf_counter()
-        out = _resolve(target)(**kwargs)
+        out = import_target(target)(**kwargs)
         results[name] = {**out, "bench_wall_s": round(time.perf_counter() - t0, 3)}
         print(f"{suite}/{name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in results[name].items()), flush=True)
     return results
@@ -77,7 +72,7 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="earthrl bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=sorted(BENCHES))
     parser.add_argument("--size", type=int, help="env: raster side for the NDVI benchmark (default 10980)")
-    parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads; fuzz: cases; load: episodes (default 1000)")
+    parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads (default 200); fuzz: cases (default 2000); load: episodes (default 1000)")
     parser.add_argument("--batch", type=int, help="algorithms: trajectories (default 1024)")
     parser.add_argument("--tokens", type=int, help="algorithms: tokens per trajectory (default 8192)")
     parser.add_argument("--concurrency", type=int, help="load: episodes open at once (default 256)")
@@ -89,3 +84,6 @@ def main(argv: list[str]) -> None:
         args.out.write_text(json.dumps({"suite": args.suite, "machine": platform.platform(),
                                         "processor": platform.processor(), "results": results}, indent=2))
         print(f"results: {args.out}")
+    failed = [name for name, r in results.items() if r.get("ok") is False]
+    if failed:  # a benchmark whose own check failed (e.g. bench load found a leak) fails the command
+        raise SystemExit(f"earthrl bench {args.suite}: check failed in {', '.join(failed)} (ok=False above)")

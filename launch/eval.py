@@ -6,7 +6,7 @@ Run folder (``eval.output_dir``):
   "action_format", "trajectory"}``, appended as tasks finish; a rerun skips the
   (task, mode) pairs already there (``eval.resume``), so an interrupted eval continues;
 - ``report.json`` / ``report.md``: metrics with bootstrap 95% CIs, per-skill and per-mode
-  breakdowns (:mod:`earthrl.launch.eval_report`); ``plots/*.png``; a wandb run.
+  breakdowns (:mod:`earthrl.rewards.metrics.report`); ``plots/*.png``; a wandb run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 
 def read_trajectories(path: Path) -> list[dict]:
     """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.
@@ -81,7 +81,7 @@ class EvalJob:
             ConfigError: one line naming the field and the fix.
         """
         from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
-        from earthrl.launch.paths import data_dir
+        from earthrl.envs.paths import data_dir
 
         cfg, ev = self.cfg, self.ev
         check_job_config(cfg, "eval")
@@ -160,7 +160,7 @@ class EvalJob:
         """Roll out every pending (task, mode) and append its trajectories; returns how many ran."""
         from tqdm import tqdm
 
-        from earthrl.launch.runtime import RolloutRuntime
+        from earthrl.rollout.runtime import RolloutRuntime
 
         kept = read_trajectories(traj_path) if traj_path.exists() and self.ev.resume else []
         if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
@@ -197,8 +197,8 @@ class EvalJob:
 
     # ------------------------------------------------------------ report
     def score(self, entries: list[dict]) -> dict:
-        """Metrics, CIs and breakdowns of ``entries`` (see :func:`earthrl.launch.eval_report.build_report`)."""
-        from earthrl.launch.eval_report import build_report
+        """Metrics, CIs and breakdowns of ``entries`` (see :func:`earthrl.rewards.metrics.report.build_report`)."""
+        from earthrl.rewards.metrics.report import build_report
 
         return build_report(entries, {t["id"]: t for t in self.tasks}, mode=self.ev.metrics_mode,
                             n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
@@ -206,7 +206,7 @@ class EvalJob:
     def run(self) -> dict:
         """The whole job; returns the report dict."""
 
-        from earthrl.launch.eval_report import build_earthbench_report
+        from earthrl.rewards.metrics.report import build_earthbench_report
 
         self.validate()
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -222,7 +222,7 @@ class EvalJob:
             try:
                 self.run_rollouts(traj_path)
             finally:
-                from earthrl.launch.runtime import RolloutRuntime
+                from earthrl.rollout.runtime import RolloutRuntime
 
                 RolloutRuntime.shutdown(self.output_dir / "workspaces")
             entries = read_trajectories(traj_path)
@@ -232,8 +232,8 @@ class EvalJob:
 
     def publish(self, report: dict) -> dict:
         """Write the report files, log them to wandb and print the Markdown."""
-        from earthrl.launch.eval_report import write_report
-        from earthrl.launch.run_logger import RunLogger
+        from earthrl.rewards.metrics.report import write_report
+        from earthrl.rollout.run_logger import RunLogger
 
         paths = write_report(report, self.output_dir, plots=bool(self.ev.plots))
         logger = RunLogger(self.output_dir, self.cfg.logger.project, self.cfg.experiment_name, self.cfg.logger.mode,

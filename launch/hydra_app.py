@@ -13,7 +13,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 
 
 def slug(value: str) -> str:

@@ -1,7 +1,7 @@
 """The inputs ``earthrl train`` and ``earthrl eval`` share, checked before anything starts: the
 config tree, the model folder, the data folder and the tasks (a built-in suite or a task file).
 
-Each function raises :class:`~earthrl.launch.errors.ConfigError` with one line naming the field
+Each function raises :class:`~earthrl.envs.errors.ConfigError` with one line naming the field
 (for a task file: the file, the line, the task id and the field) and the fix.
 """
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 
 
 def check_job_config(cfg: DictConfig, command: str) -> None:
     """Every config value (:func:`earthrl.launch.config_rules.check_config`), the ``env``
-    group's settings (:func:`earthrl.launch.runtime.env_kwargs`) and the rollout engine's name.
+    group's settings (:func:`earthrl.rollout.runtime.env_kwargs`) and the rollout engine's name.
 
     Raises:
         ConfigError: the first bad value.
     """
     from earthrl.launch.config_rules import check_config
-    from earthrl.launch.runtime import env_kwargs
+    from earthrl.rollout.runtime import env_kwargs
     from earthrl.rollout.engines import ENGINES
 
     check_config(cfg, command)
@@ -37,7 +37,7 @@ def model_path(cfg: DictConfig) -> Path:
     Raises:
         ConfigError: no ``config.json`` there (names the fetch command).
     """
-    from earthrl.launch.paths import model_dir
+    from earthrl.envs.paths import model_dir
 
     path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
     if not (path / "config.json").is_file():
@@ -52,7 +52,7 @@ def data_root(cfg: DictConfig) -> Path:
     Raises:
         ConfigError: not fetched (names the fetch command).
     """
-    from earthrl.launch.paths import data_dir
+    from earthrl.envs.paths import data_dir
 
     root = data_dir(cfg.tasks.data)
     if not root.is_dir():
@@ -74,27 +74,28 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
         ConfigError: an unknown suite, a missing or malformed task file (one line: file, line,
             task id, field), a task naming unknown scenes or tools, or no task in ``split``.
     """
-    from earthrl.envs.tasks import TaskFileError, load_suite
-    from earthrl.envs.tools import TOOLS
-    from earthrl.launch.runtime import check_task_data
+    from earthrl.envs.core.tasks import TaskFileError, load_suite
+    from earthrl.envs.tools.registry import TOOLS
+    from earthrl.rollout.runtime import check_task_data
 
-    try:
-        tasks = load_suite(name, split=split, data_root=root)
+    try:  # every task of the file or suite is checked, not only those of ``split``
+        every = load_suite(name, split=None, data_root=root)
     except TaskFileError:
         raise
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"tasks.name={name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
-    if not tasks:
-        raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
-    for task in tasks:
+    for task in every:
         where = f"{task.origin}: " if task.origin else f"suite {name}: "
         unknown = [c.name for c in task.reference if c.name not in TOOLS]
         if unknown:
             raise ConfigError(f"{where}task {task.id!r}: field reference: unknown tools {unknown}; "
-                              "tool names: README 'The environment' or earthrl.envs.tools.TOOLS")
+                              "tool names: README 'The environment' or earthrl.envs.tools.registry.TOOLS")
         try:
             if check_data:
                 check_task_data([task.model_dump()], root)
         except ConfigError as exc:
             raise ConfigError(f"{where}{exc}") from None
-    return [t.model_dump() for t in tasks]
+    tasks = [t.model_dump() for t in every if t.split == split]
+    if not tasks:
+        raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
+    return tasks

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -132,7 +132,9 @@ def validate_job(cfg, command: str) -> None:
 
 
 def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str | None:
-    """For an override of a key that does not exist, name the closest existing key."""
+    """For an override of a key that does not exist, name the closest existing key at the first
+    level that is misspelt (``algoritm.lr`` -> ``algorithm.lr``), or say that the section has no
+    such key (e.g. a train-only key given to ``earthrl eval``)."""
     import difflib
 
     from hydra import compose
@@ -141,18 +143,24 @@ def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str 
     if m is None:
         return None
     key = m.group(1)
-    parent, _, leaf = key.rpartition(".")
     groups = [a for a in argv if "=" in a and "." not in a.split("=", 1)[0]]  # keep model=…, tasks=…
     try:
         node = compose(name, overrides=groups)
     except Exception:  # noqa: BLE001 - a bad group override: no suggestion, Hydra's message stands
         return None
-    for part in filter(None, parent.split(".")):
-        node = node.get(part) if hasattr(node, "get") else None
-    if not hasattr(node, "keys"):
-        return None
-    close = difflib.get_close_matches(leaf, [str(k) for k in node.keys()], n=1)
-    if not close:
-        return None
-    fixed = f"{parent}.{close[0]}" if parent else close[0]
-    return f"unknown config key '{key}'; did you mean '{fixed}'? (to add a new key, write +{key}=…)"
+    parts = key.split(".")
+    for depth, part in enumerate(parts):  # walk down; the first missing part gets the suggestion
+        keys = [str(k) for k in node.keys()] if hasattr(node, "keys") else []
+        if part in keys and depth < len(parts) - 1:
+            node = node.get(part)
+            continue
+        if part in keys:
+            return None
+        close = difflib.get_close_matches(part, keys, n=1)
+        if not close:
+            where = ".".join(parts[:depth]) or f"the {name} config"
+            return (f"unknown config key '{key}': {where} has no '{part}' (it has: {', '.join(sorted(keys))}); "
+                    "check the spelling or remove the override")
+        fixed = ".".join([*parts[:depth], close[0], *parts[depth + 1:]])
+        return f"unknown config key '{key}'; did you mean '{fixed}'? (to add a new key, write +{key}=…)"
+    return None

@@ -90,8 +90,10 @@ class ComparisonTable(Callback):
 
 
 def _sweep_dir(config: Any) -> Path | None:
-    """The sweep folder of a Hydra config (None outside a sweep, e.g. in unit tests)."""
+    """The sweep folder of a Hydra config (None outside a sweep: a single run, or unit tests)."""
     try:
+        if "MULTIRUN" not in str(config.hydra.mode):  # RunMode.MULTIRUN (enum) or its name
+            return None
         return Path(config.hydra.sweep.dir)
     except AttributeError:
         return None

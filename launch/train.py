@@ -1,26 +1,37 @@
 """`earthrl train`: GRPO training of an RS agent with the local backend.
 
-The recipe's skeleton is ``setup → train (rollout → reward → advantage → update → push
-weights → log → checkpoint) → export → cleanup``. Everything is configured by Hydra
-(``conf/``); see README for overrides and sweeps.
+The recipe's skeleton is ``setup → train → export → cleanup``; one step of ``train`` is one call
+per stage: rollout (``rollout/runtime.py``) → score (``rewards/scoring.py``) → advantages
+(``algorithms/estimators.py``) → update (``algorithms/learner.py``) → push weights → log
+(``rollout/run_logger.py``) → checkpoint (``models/checkpoint.py``). Everything is configured by
+Hydra (``conf/``); see README for overrides and sweeps.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
-from earthrl.launch.errors import ConfigError
+from earthrl.algorithms.estimators import token_advantages
+from earthrl.algorithms.learner import Learner, LearnerConfig, pack
+from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.envs.errors import ConfigError
+from earthrl.envs.kill_points import kill_point
+from earthrl.models.checkpoint import save_checkpoint
+from earthrl.rewards.scoring import Scores, score
+from earthrl.rollout.faults import fault_counts
+from earthrl.rollout.run_logger import format_step, log_internal_errors
 
 
 class LocalGRPORecipe:
@@ -54,7 +65,7 @@ class LocalGRPORecipe:
             held = load_tasks(cfg.tasks.name, ho.split, self.data_root, split_key="trainer.heldout.split")
             self.heldout_tasks = held[: int(ho.max_tasks)]
         self.output_dir = Path(cfg.trainer.output_dir)
-        from earthrl.launch.checkpoint import resolve_resume
+        from earthrl.models.checkpoint import resolve_resume
 
         try:
             self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
@@ -62,34 +73,23 @@ class LocalGRPORecipe:
             raise ConfigError(str(exc)) from exc
 
     def validate_algorithm(self) -> None:
-        """Resolve every registered name of the ``algorithm`` group (reward, turn reward,
-        advantage estimator, policy loss).
+        """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group
+        and resolve every name through it (reward, turn reward, estimator, policy loss, action format).
 
         Raises:
-            ConfigError: an unknown name, with the registered ones.
+            ConfigError: an unknown name (with the registered ones) or a bad key, naming the field.
         """
-        from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
-        from earthrl.rewards.registry import get_reward, get_turn_reward
-
-        alg = self.cfg.algorithm
-        if alg.action_format and alg.action_format != self.cfg.env.action_format:
-            raise ConfigError(f"algorithm={alg.name} needs env.action_format={alg.action_format} "
-                              f"(got {self.cfg.env.action_format}): add env={alg.action_format}")
-        checks = [("reward", alg.reward, get_reward), ("estimator", alg.estimator, ESTIMATORS.lookup),
-                  ("policy_loss.name", alg.policy_loss.name, POLICY_LOSSES.lookup)]
-        if alg.get("turn_reward"):
-            checks.append(("turn_reward", alg.turn_reward, get_turn_reward))
-        for key, name, lookup in checks:
-            try:
-                lookup(name)
-            except KeyError as exc:
-                raise ConfigError(f"algorithm.{key}={name}: {exc.args[0]}") from None
+        try:
+            self.spec = AlgorithmSpec.from_config(OmegaConf.to_container(self.cfg.algorithm, resolve=True))
+            self.spec.check(str(self.cfg.env.action_format))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def setup(self) -> None:
         """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
-        from earthrl.launch.faults import FailureGuard
-        from earthrl.launch.run_logger import RunLogger
-        from earthrl.launch.runtime import RolloutRuntime
+        from earthrl.rollout.faults import FailureGuard
+        from earthrl.rollout.run_logger import RunLogger
+        from earthrl.rollout.runtime import RolloutRuntime
         from earthrl.models.policy import Policy
 
         cfg = self.cfg
@@ -113,14 +113,18 @@ class LocalGRPORecipe:
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
                                            weight_decay=float(alg.weight_decay))
+        self.learner = Learner(self.policy, self.optimizer, POLICY_LOSSES.lookup(self.spec.loss.name), LearnerConfig(
+            loss=self.spec.loss, loss_inputs=self.spec.loss_inputs, ppo_epochs=int(alg.ppo_epochs),
+            micro_batch_size=int(alg.micro_batch_size), grad_clip=float(alg.grad_clip),
+            temperature=float(alg.sampling.temperature)))
         self.start_step = 0
         if self.resume_from is not None:
-            from earthrl.launch.checkpoint import load_checkpoint
+            from earthrl.models.checkpoint import load_checkpoint
 
             self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
-            from earthrl.launch.run_logger import truncate_logs
+            from earthrl.rollout.run_logger import truncate_logs
 
             truncate_logs(self.output_dir, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
@@ -144,123 +148,65 @@ class LocalGRPORecipe:
         return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, cfg.algorithm.sampling,
                                     cfg.tasks.phrasing, int(cfg.seed), max_turns=cfg.algorithm.max_turns)
 
-    def update(self, trajs, adv_tokens: list[torch.Tensor]) -> dict:
-        """``algorithm.ppo_epochs`` passes of the registered policy loss (``algorithm.policy_loss.name``:
-        PPO-clip + KL, or HiRS's λ-mixed manager/specialist loss) over the batch in micro-batches,
-        one optimizer step per pass; returns the last pass's loss metrics.
-
-        Args:
-            adv_tokens: per trajectory, float32 advantages aligned with ``token_ids()``
-                (:func:`earthrl.algorithms.estimators.token_advantages`).
-        """
-        from earthrl.algorithms.mixed_loss import role_token_masks
-        from earthrl.algorithms.policy_loss import PolicyLossConfig
-        from earthrl.algorithms.registry import POLICY_LOSSES
-        from earthrl.launch.faults import kill_point
-        from earthrl.models.policy import pack_batch, pad_right
-
-        alg = self.cfg.algorithm
-        loss_cfg = PolicyLossConfig(**OmegaConf.to_container(alg.policy_loss, resolve=True))
-        loss_fn = POLICY_LOSSES.lookup(loss_cfg.name)
-        temperature = float(alg.sampling.temperature)
-        keep = [i for i, t in enumerate(trajs) if not t.env_failure and t.turns]
-        n_tokens = sum(sum(trajs[i].response_mask()) for i in keep)
-        metrics = {"pg_loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "loss": 0.0, "grad_norm": 0.0, "logprob_diff": 0.0}
-        if not keep or n_tokens == 0:
-            return metrics
-        roles = role_token_masks(trajs, "manager")
-        n_manager = sum(float(roles[i].sum()) for i in keep)
-        mb = int(alg.micro_batch_size)
-        micro = [(idx, pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx]),
-                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
-                  pad_right([adv_tokens[i].tolist() for i in idx], 0.0), pad_right([roles[i].tolist() for i in idx], 0.0))
-                 for idx in (keep[s:s + mb] for s in range(0, len(keep), mb))]
-        old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
-        ref_cache: dict[int, torch.Tensor | None] = {}
-        self.policy.model.train()
-        for _ in range(int(alg.ppo_epochs)):
-            metrics = dict.fromkeys(metrics, 0.0)
-            self.optimizer.zero_grad(set_to_none=True)
-            for s, (idx, batch, rollout_lp, adv, role) in enumerate(micro):
-                ids, att, mask = batch["input_ids"], batch["attention_mask"], batch["response_mask"]
-                if s not in ref_cache:
-                    use_ref = loss_cfg.kl_coef > 0
-                    ref_cache[s] = self.policy.ref_logprobs(ids, att, mask, temperature) if use_ref else None
-                logprobs = self.policy.token_logprobs(ids, att, mask, temperature)
-                # the first epoch's logprobs are π_old (ratio 1 there: the gradient is GRPO's);
-                # later epochs are clipped against them
-                old = old_cache.setdefault(s, logprobs.detach())
-                loss, m = loss_fn(logprobs=logprobs, old_logprobs=old, advantages=adv, response_mask=mask,
-                                  ref_logprobs=ref_cache[s], cfg=loss_cfg, role_mask=role, batch_num_tokens=n_tokens,
-                                  global_batch_size=len(keep), role_num_tokens=(n_manager, n_tokens - n_manager))
-                loss.backward()
-                share = float(mask.sum()) / n_tokens
-                metrics["logprob_diff"] += float(((old - rollout_lp).abs() * mask).sum()) / n_tokens
-                metrics["loss"] += float(loss.detach())
-                for k in ("pg_loss", "kl", "clip_frac"):
-                    metrics[k] += m[k] * share
-            kill_point("update", getattr(self, "current_step", 0))  # test hook (kill-anywhere resume)
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), float(alg.grad_clip))
-            metrics["grad_norm"] = float(grad_norm)
-            self.optimizer.step()
-        self.policy.model.eval()
-        return metrics
-
     def train(self) -> list[dict]:
-        """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics."""
-        from tqdm import tqdm
+        """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics.
 
-        from earthrl.algorithms.estimators import token_advantages
-        from earthrl.launch.checkpoint import save_checkpoint
-        from earthrl.launch.faults import fault_counts
-        from earthrl.launch.run_logger import format_step, log_internal_errors
-
-        cfg = self.cfg
-        alg = cfg.algorithm
-        total = int(cfg.trainer.steps)
+        One step: rollout → score → advantages → update → push weights → log → checkpoint.
+        """
+        total = int(self.cfg.trainer.steps)
         history = []
         bar = tqdm(range(self.start_step, total), initial=self.start_step, total=total, desc="GRPO", unit="step",
                    file=sys.stdout, dynamic_ncols=True)
         for step in bar:
+            done = step + 1
             t0 = time.perf_counter()
-            self.current_step = step + 1
             tasks = self.tasks_for_step(step)
-            by_id = {t["id"]: t for t in tasks}
             trajs, engine_stats = self.rollout(step, tasks)
             t_rollout = time.perf_counter() - t0
-            # rewards (trajectory and per turn) → advantages per token, by the registered estimator
-            advantages = token_advantages(trajs, by_id, alg)
+            scores = score(trajs, {t["id"]: t for t in tasks}, self.spec)
+            advantages = token_advantages(trajs, scores, self.spec)
             t1 = time.perf_counter()
-            loss_m = self.update(trajs, advantages)
+            loss_m = self.learner.update(pack(trajs, advantages, self.learner.cfg),
+                                         before_step=partial(kill_point, "update", done))
             self.runtime.push_lora(self.policy.adapter_state_dict())
-            t_update = time.perf_counter() - t1
-            done = step + 1
-            m = self.step_metrics(trajs, advantages, loss_m, engine_stats, t_rollout, t_update,
-                                  time.perf_counter() - t0)
-            m.update(fault_counts(trajs))
-            self.dump_rollouts(done, trajs)
-            log_internal_errors(self.output_dir, done, trajs)
-            bar.write(format_step(done, total, m))
-            every = int(cfg.trainer.heldout.every)
-            if every > 0 and (done % every == 0 or done == total):
-                m.update(self.heldout_eval(done))
-                bar.write(f"held-out ({len(self.heldout_tasks)} {cfg.trainer.heldout.split} tasks): "
-                          f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
-                          f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
-            self.logger.log(m, step=done)
-            history.append(m)
-            if done % int(cfg.trainer.save_every) == 0 or done == total:
-                path = save_checkpoint(self.output_dir / "checkpoints", done, self.policy.model, self.optimizer,
-                                       str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
-                bar.write(f"checkpoint: {path}")
+            times = {"rollout": t_rollout, "update": time.perf_counter() - t1, "step": time.perf_counter() - t0}
+            history.append(self.log_step(bar, done, trajs, scores, advantages, loss_m, engine_stats, times))
+            self.checkpoint(bar, done)
             self.guard.check(done, trajs)
         bar.close()
         return history
 
+    def log_step(self, bar, step: int, trajs, scores: Scores, advantages: list[torch.Tensor], loss_m: dict,
+                 engine_stats: dict, times: dict[str, float]) -> dict:
+        """The log stage of a step: its metrics (and the held-out evaluation when due) to metrics.jsonl
+        and wandb, its trajectories to rollouts.jsonl and internal_errors.jsonl, one console line.
+        Returns the step's metrics."""
+        cfg = self.cfg
+        m = {**self.step_metrics(trajs, scores, advantages, loss_m, engine_stats, times), **fault_counts(trajs)}
+        self.dump_rollouts(step, trajs, scores)
+        log_internal_errors(self.output_dir, step, trajs)
+        bar.write(format_step(step, int(cfg.trainer.steps), m))
+        every = int(cfg.trainer.heldout.every)
+        if every > 0 and (step % every == 0 or step == int(cfg.trainer.steps)):
+            m.update(self.heldout_eval(step))
+            bar.write(f"held-out ({len(self.heldout_tasks)} {cfg.trainer.heldout.split} tasks): "
+                      f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
+                      f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
+        self.logger.log(m, step=step)
+        return m
+
+    def checkpoint(self, bar, step: int) -> None:
+        """Write a checkpoint every ``trainer.save_every`` steps and after the last one."""
+        cfg = self.cfg
+        if step % int(cfg.trainer.save_every) == 0 or step == int(cfg.trainer.steps):
+            path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                                   str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
+            bar.write(f"checkpoint: {path}")
+
     def heldout_eval(self, step: int) -> dict[str, float]:
         """Roll out the held-out tasks with the current weights (``trainer.heldout``) and write their
         report to ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``."""
-        from earthrl.launch.checkpoint import rng_state, set_rng_state
+        from earthrl.models.checkpoint import rng_state, set_rng_state
 
         saved = rng_state()  # evaluating must not change what training does next (exact resume)
         try:
@@ -269,7 +215,8 @@ class LocalGRPORecipe:
             set_rng_state(saved)
 
     def _heldout_eval(self, step: int) -> dict[str, float]:
-        from earthrl.launch.eval_report import build_report, flat_metrics, write_report
+        from earthrl.rewards.metrics.report import build_report, write_report
+        from earthrl.rollout.run_logger import flat_metrics
 
         ho = self.cfg.trainer.heldout
         trajs, _ = self.runtime.rollout(self.heldout_tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
@@ -287,20 +234,23 @@ class LocalGRPORecipe:
         return flat_metrics(report, "heldout")
 
     @staticmethod
-    def step_metrics(trajs, advantages: list[torch.Tensor], loss_m, engine_stats, t_rollout, t_update, t_step) -> dict:
-        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split)."""
-        agent = [t for t in trajs if not t.env_failure]
-        agent_rewards = torch.tensor([t.reward for t in agent]) if agent else torch.zeros(1)
+    def step_metrics(trajs, scores: Scores, advantages: list[torch.Tensor], loss_m, engine_stats,
+                     times: dict[str, float]) -> dict:
+        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split);
+        ``times``: seconds of ``rollout``, ``update`` (push included) and the whole ``step``."""
+        kept = [i for i, t in enumerate(trajs) if not t.env_failure]
+        agent = [trajs[i] for i in kept]
+        agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
         gen_s = engine_stats["generate_s"]
         turns = sum(t.num_turns for t in agent)
-        turn_rewards = [r for t in agent for r in t.turn_rewards]
+        turn_rewards = [r for i in kept for r in scores.turn_rewards[i]]
         return {
             "reward/mean": float(agent_rewards.mean()),
             "reward/std": float(agent_rewards.std(unbiased=False)),
             **({"reward/turn_mean": sum(turn_rewards) / len(turn_rewards)} if turn_rewards else {}),
             "advantage/abs_mean": sum(float(a.abs().sum()) for a in advantages)
             / max(sum(t.generated_tokens for t in agent), 1),
-            "eval/accuracy": sum(t.correct for t in agent) / max(len(agent), 1),
+            "eval/accuracy": sum(scores.correct[i] for i in kept) / max(len(agent), 1),
             "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
             "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
             "rollout/mean_turns": turns / max(len(agent), 1),
@@ -309,22 +259,21 @@ class LocalGRPORecipe:
             "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
             **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
             "perf/gen_tokens_per_s": engine_stats["generated_tokens"] / max(gen_s, 1e-9),
-            "time/rollout_s": t_rollout,
+            "time/rollout_s": times["rollout"],
             "time/generate_s": gen_s,
-            "time/env_s": max(t_rollout - gen_s, 0.0),
-            "time/update_s": t_update,
-            "time/step_s": t_step,
+            "time/env_s": max(times["rollout"] - gen_s, 0.0),
+            "time/update_s": times["update"],
+            "time/step_s": times["step"],
             **{f"loss/{k}": v for k, v in loss_m.items()},
         }
 
-    def dump_rollouts(self, step: int, trajs) -> None:
-        """Append the step's trajectories (text, tool calls, rewards) to rollouts.jsonl."""
+    def dump_rollouts(self, step: int, trajs, scores: Scores) -> None:
+        """Append the step's trajectories (text, tool calls) with their scores to rollouts.jsonl."""
         with (self.output_dir / "rollouts.jsonl").open("a") as f:
-            for t in trajs:
-                f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": t.reward, "correct": t.correct,
-                                    "answer": t.answer, "env_failure": t.env_failure, "failure": t.failure,
-                                    "turn_rewards": t.turn_rewards,
-                                    "record": t.record,
+            for i, t in enumerate(trajs):
+                f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
+                                    "correct": scores.correct[i], "answer": t.answer, "env_failure": t.env_failure,
+                                    "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
                                     "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                                "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
                                                "subgoal": u.subgoal, "verdict": u.verdict} for u in t.turns]}) + "\n")
@@ -332,7 +281,7 @@ class LocalGRPORecipe:
     # ------------------------------------------------------------- finishing
     def export(self) -> Path | None:
         """Merge the newest checkpoint into a plain HF folder at ``<output_dir>/export``."""
-        from earthrl.launch.checkpoint import list_checkpoints
+        from earthrl.models.checkpoint import list_checkpoints
         from earthrl.models.export import export_merged
 
         found = list_checkpoints(self.output_dir / "checkpoints")
@@ -342,7 +291,7 @@ class LocalGRPORecipe:
 
     def cleanup(self) -> None:
         """Finish wandb and stop Ray."""
-        from earthrl.launch.runtime import RolloutRuntime
+        from earthrl.rollout.runtime import RolloutRuntime
 
         if getattr(self, "logger", None) is not None:
             self.logger.finish()

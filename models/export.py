@@ -71,7 +71,7 @@ def resolve_base_model(base_model: str) -> Path:
     path = Path(base_model).expanduser()
     if (path / "config.json").is_file():
         return path
-    from earthrl.launch.paths import model_dir
+    from earthrl.envs.paths import model_dir
 
     fetched = model_dir(str(base_model))
     if (fetched / "config.json").is_file():

@@ -6,7 +6,7 @@ needs and a build function that turns the downloaded wheels into a finished fold
 
 - idempotent: a finished folder (its ``earthrl_model.json`` / ``earthrl_data.json`` marker
   and every file the marker lists exist) is returned at once;
-- resumable: wheels are cached in :func:`earthrl.launch.paths.downloads_dir` and reused;
+- resumable: wheels are cached in :func:`earthrl.envs.paths.downloads_dir` and reused;
 - atomic: the folder is built in a hidden temporary sibling and renamed into place, so a
   failure leaves nothing half-written under ``models/`` or ``data/``.
 
@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from earthrl.launch.paths import data_dir, downloads_dir, model_dir
+from earthrl.envs.paths import data_dir, downloads_dir, model_dir
+from earthrl.envs.registry import Registry
 from earthrl.models.fs import atomic_folder, folder_lock, remove_stale_partials
 
 
@@ -80,7 +81,7 @@ class Source:
 
 
 _TARGETS: dict[str, Callable[[str], Path]] = {"model": model_dir, "data": data_dir}
-_REGISTRY: dict[str, dict[str, Source]] = {kind: {} for kind in _TARGETS}
+_REGISTRY: dict[str, Registry] = {kind: Registry(f"{kind} source") for kind in _TARGETS}
 
 
 def register(kind: str, name: str, description: str, packages: Iterable[Package]) -> Callable[[Builder], Builder]:
@@ -93,9 +94,7 @@ def register(kind: str, name: str, description: str, packages: Iterable[Package]
         raise ValueError(f"unknown source kind {kind!r}; choose one of {sorted(_REGISTRY)}")
 
     def decorator(build: Builder) -> Builder:
-        if name in _REGISTRY[kind]:
-            raise ValueError(f"{kind} source {name!r} is already registered")
-        _REGISTRY[kind][name] = Source(kind, name, description, tuple(packages), build)
+        _REGISTRY[kind].add(name, Source(kind, name, description, tuple(packages), build))
         return build
 
     return decorator
@@ -140,11 +139,9 @@ def fetch_data(name: str, force: bool = False) -> Path:
 
 
 def _source(kind: str, name: str) -> Source:
-    try:
-        return _REGISTRY[kind][name]
-    except KeyError:
-        choices = ", ".join(sorted(_REGISTRY.get(kind, {}))) or "none"
-        raise FetchError(f"unknown {kind} {name!r}; available: {choices}") from None
+    if kind not in _REGISTRY:
+        raise FetchError(f"unknown source kind {kind!r}; choose one of {sorted(_REGISTRY)}")
+    return _REGISTRY[kind].lookup(name, imports=False, error=FetchError)
 
 
 def is_complete(folder: Path, marker: str) -> bool:

@@ -17,7 +17,7 @@ match: its arguments were legal, and the exception is the environment's state, n
 from __future__ import annotations
 
 from earthrl.rewards.outcome import argument_match, reference_steps
-from earthrl.rewards.registry import register_turn_reward
+from earthrl.rewards.registry import TURN_REWARDS
 
 SCHEMA_KINDS = ("schema_error", "unknown_tool")
 
@@ -37,16 +37,14 @@ def executor_call_reward(turn, reference: dict | None, *, format_penalty: float 
     return w_keys * keys + w_values * values
 
 
-@register_turn_reward("executor_tiered")
+@TURN_REWARDS.register("executor_tiered")
 def executor_rewards(trajectory, task: dict, **kwargs) -> list[float]:
-    """Per-turn executor rewards, the k-th turn against the k-th reference step; also sets
-    ``trajectory.turn_rewards``. ``kwargs`` go to :func:`executor_call_reward`.
+    """Per-turn executor rewards, the k-th turn against the k-th reference step; pure (sets
+    nothing). ``kwargs`` go to :func:`executor_call_reward`.
 
     Returns:
         list[float] of length ``trajectory.num_turns``.
     """
     steps = reference_steps(task)
-    out = [executor_call_reward(t, steps[k] if k < len(steps) else None, **kwargs)
-           for k, t in enumerate(trajectory.turns)]
-    trajectory.turn_rewards = out
-    return out
+    return [executor_call_reward(t, steps[k] if k < len(steps) else None, **kwargs)
+            for k, t in enumerate(trajectory.turns)]

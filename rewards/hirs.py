@@ -30,7 +30,7 @@ The routed family is the ``subgoal`` of the latest manager turn before the speci
 from __future__ import annotations
 
 from earthrl.rewards.outcome import answer_correct, argument_match, reference_steps, tool_family
-from earthrl.rewards.registry import register_reward, register_turn_reward
+from earthrl.rewards.registry import REWARDS, TURN_REWARDS
 
 EXEC_SCORE = {"pass": 1.0, "uncertain": 0.0, "fail": -1.0}
 
@@ -44,10 +44,10 @@ def routing_correctness(trajectory, task: dict) -> float:
     return hits / denom if denom else 0.0
 
 
-@register_reward("hirs_manager")
+@REWARDS.register("hirs_manager")
 def manager_reward(trajectory, task: dict, *, w_route: float = 0.5, w_success: float = 1.0,
                    w_length: float = 0.1, max_turns: int = 25) -> float:
-    """HiRS-Agent VG-HRL manager reward (see module doc); sets ``trajectory.correct``.
+    """HiRS-Agent VG-HRL manager reward (see module doc); pure (sets nothing).
 
     Args:
         trajectory: a hierarchical-format :class:`~earthrl.rollout.trajectory.Trajectory`.
@@ -55,8 +55,8 @@ def manager_reward(trajectory, task: dict, *, w_route: float = 0.5, w_success: f
         w_route, w_success, w_length: weights of routing, success and length terms.
         max_turns: T_max normalising the length term (all turns, manager and specialist).
     """
-    trajectory.correct = answer_correct(trajectory.answer, task["answer"])
-    return (w_route * routing_correctness(trajectory, task) + w_success * float(trajectory.correct)
+    correct = answer_correct(trajectory.answer, task["answer"])
+    return (w_route * routing_correctness(trajectory, task) + w_success * float(correct)
             - w_length * trajectory.num_turns / max_turns)
 
 
@@ -87,9 +87,9 @@ def specialist_call_reward(turn, routed_family: str | None, reference: dict | No
     return 0.5 + 0.2 * r_exec + 0.3 * r_args
 
 
-@register_turn_reward("hirs_specialist")
+@TURN_REWARDS.register("hirs_specialist")
 def specialist_rewards(trajectory, task: dict, *, rel_tol: float = 1e-2) -> list[float]:
-    """Per-turn specialist rewards (0.0 on manager/agent turns); also sets ``trajectory.turn_rewards``.
+    """Per-turn specialist rewards (0.0 on manager/agent turns); pure (sets nothing).
 
     Returns:
         list[float] of length ``trajectory.num_turns``.
@@ -107,5 +107,4 @@ def specialist_rewards(trajectory, task: dict, *, rel_tol: float = 1e-2) -> list
         family = (turn.subgoal or {}).get("family") or routed
         out.append(specialist_call_reward(turn, family, steps[k] if k < len(steps) else None, rel_tol=rel_tol))
         k += 1
-    trajectory.turn_rewards = out
     return out

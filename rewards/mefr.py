@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from earthrl.rewards.outcome import answer_correct, reference_steps
-from earthrl.rewards.registry import register_reward
+from earthrl.rewards.registry import REWARDS
 
 DATA_OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "vector", "series", "table")
 
@@ -41,7 +41,7 @@ def _share(needed: set, got: set) -> float:
 
 def data_progress(record: dict, task: dict, *, data_output_kinds: Sequence[str] | None = DATA_OUTPUT_KINDS) -> float:
     """P_data ∈ [0, 1]: share of the reference data-flow steps whose tool produced an artifact (see module doc)."""
-    from earthrl.envs.tools import TOOLS
+    from earthrl.envs.tools.registry import TOOLS
 
     def is_data_step(name: str) -> bool:
         tool = TOOLS.get(name)
@@ -64,13 +64,13 @@ def skill_progress(record: dict, task: dict, *, needed_skills: Sequence[str] | N
     return _share(needed, set(record.get("skills_opened", [])))
 
 
-@register_reward("mefr")
+@REWARDS.register("mefr")
 def mefr_reward(trajectory, task: dict, *, alpha_success: float = 10.0, alpha_fail: float = -1.0,
                 turn_penalty: float = 0.1, error_penalty: float = 0.25, w_data: float = 1.0,
                 w_doc: float = 0.25, w_skill: float = 0.2,
                 data_output_kinds: Sequence[str] | None = DATA_OUTPUT_KINDS,
                 needed_skills: Sequence[str] | None = None) -> float:
-    """MEFR trajectory reward (RS-Claw-Evolution §IV-B, numbers of §V-A); sets ``trajectory.correct``.
+    """MEFR trajectory reward (RS-Claw-Evolution §IV-B, numbers of §V-A); pure (sets nothing).
 
     Args:
         trajectory: :class:`earthrl.rollout.trajectory.Trajectory` with ``record`` filled by the env.
@@ -83,9 +83,9 @@ def mefr_reward(trajectory, task: dict, *, alpha_success: float = 10.0, alpha_fa
     Returns:
         R(τ) as a float (e.g. a correct 3-turn episode with all progress: 10 − 0.3 + 1.45 = 11.15).
     """
-    trajectory.correct = answer_correct(trajectory.answer, task["answer"])
+    correct = answer_correct(trajectory.answer, task["answer"])
     record = trajectory.record or {}
-    return ((alpha_success if trajectory.correct else alpha_fail)
+    return ((alpha_success if correct else alpha_fail)
             - turn_penalty * trajectory.num_turns - error_penalty * trajectory.num_error_turns
             + w_data * data_progress(record, task, data_output_kinds=data_output_kinds)
             + w_doc * doc_progress(record, task)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 
+from earthrl.rewards.registry import REWARDS
+
 _UNIT_ALIASES = {"%": "percent", "percent": "percent", "pct": "percent", "km2": "km²", "km^2": "km²",
                  "km²": "km²", "m2": "m²", "m^2": "m²", "m²": "m²", "k": "K", "kelvin": "K", "": ""}
 
@@ -53,6 +55,25 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
     return " ".join(str(value).lower().split()) == " ".join(str(reference["value"]).lower().split())
 
 
+@REWARDS.register("outcome")
+def outcome_reward(trajectory, task: dict, *, correct: float = 1.0, incorrect: float = 0.0,
+                   no_answer: float = 0.0, error_turn: float = 0.0) -> float:
+    """Outcome reward of all seeds' GRPO baselines: ``correct`` if the answer matches
+    (:func:`answer_correct`), else ``incorrect`` (``no_answer`` when the agent never answered),
+    plus ``error_turn`` per turn with E = 1 (0 by default; RS-Claw-Evolution's μ is the MEFR
+    variant of this term). Pure: sets nothing on the trajectory.
+
+    Args:
+        trajectory: :class:`earthrl.rollout.trajectory.Trajectory`.
+        task: the TaskSpec as a dict.
+    """
+    if answer_correct(trajectory.answer, task["answer"]):
+        base = correct
+    else:
+        base = incorrect if trajectory.answer else no_answer
+    return base + error_turn * trajectory.num_error_turns
+
+
 # ---------------------------------------------------------------- reference workflow helpers
 def reference_steps(task: dict, *, drop: tuple[str, ...] = ("answer",)) -> list[dict]:
     """The task's reference tool calls ``[{"name", "arguments"}]`` in order, without ``drop`` tools.
@@ -70,7 +91,7 @@ def reference_steps(task: dict, *, drop: tuple[str, ...] = ("answer",)) -> list[
 
 def tool_family(name: str | None) -> str | None:
     """HiRS family ("SPA"|"PRA"|"SAA") of an EarthRL tool, or None for a tool that does not exist."""
-    from earthrl.envs.tools import TOOLS
+    from earthrl.envs.tools.registry import TOOLS
 
     tool = TOOLS.get(name) if name else None
     return tool.family if tool is not None else None

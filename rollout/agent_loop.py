@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from earthrl.envs.pool import EnvFailure, EnvTimeout
+from earthrl.envs.core.pool import EnvFailure, EnvTimeout
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.trajectory import Trajectory, Turn
@@ -174,7 +174,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         codec: chat-template codec of the model's tokenizer.
         tokenizer: the model's tokenizer (decodes responses into action text).
         engine: batching client of the rollout engine.
-        pool: :class:`earthrl.envs.pool.EnvPool`.
+        pool: :class:`earthrl.envs.core.pool.EnvPool`.
         cfg: :class:`LoopConfig`.
     """
     episode_id = f"{task['id']}-{uuid.uuid4().hex[:8]}"

@@ -49,6 +49,9 @@ class Turn:
     verdict_reasons: list[str] = field(default_factory=list)
 
 
+# fields that records written before the scoring stage existed carry; read back, they are dropped
+LEGACY_SCORE_FIELDS = ("reward", "correct", "turn_rewards")
+
 # faults that are not the agent's doing (Trajectory.failure), in the order the step line lists them
 FAILURE_KINDS = ("env_failure", "env_timeout", "engine_failure", "internal_error")
 
@@ -76,12 +79,9 @@ class Trajectory:
         failure_turn: index of the turn the fault hit (0-based; ``num_turns`` when it hit
             between turns or before the first), or None.
         episode_id: the EnvPool episode id (workspace folder name), "" when not run through a pool.
-        reward: scalar trajectory reward, set by rewards/.
-        correct: outcome check of ``answer`` against the task's reference answer.
-        record: the environment's episode record (:meth:`earthrl.envs.env.RSEnv.episode_record`):
+        record: the environment's episode record (:meth:`earthrl.envs.core.env.RSEnv.episode_record`):
             ``{"artifacts": [{"name", "tool", "parents"}], "skills_opened": [...],
             "docs_opened": [...]}`` — what MEFR's progress terms are computed from.
-        turn_rewards: per-turn rewards (HiRS specialist tiered, Earth-Agent-Pro executor), or empty.
     """
 
     task_id: str
@@ -94,10 +94,7 @@ class Trajectory:
     internal_error: str | None = None
     failure_turn: int | None = None
     episode_id: str = ""
-    reward: float = 0.0
-    correct: bool = False
     record: dict = field(default_factory=dict)
-    turn_rewards: list[float] = field(default_factory=list)
 
     def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None) -> None:
         """Mark the trajectory as hit by a fault of ``kind`` (one of :data:`FAILURE_KINDS`): it is
@@ -168,6 +165,8 @@ class Trajectory:
             ValueError: a field that a Trajectory or Turn does not have, or a missing required one.
         """
         data = dict(data)
+        for legacy in LEGACY_SCORE_FIELDS:  # scores live in rewards.scoring.Scores now, never on the trajectory
+            data.pop(legacy, None)
         try:
             turns = [Turn(**t) for t in data.pop("turns", [])]
             return cls(**data, turns=turns)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.launch.paths import data_dir, model_dir
+from earthrl.envs.paths import data_dir, model_dir
 
 
 def _require(path: Path, fetch: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from earthrl.rewards.scoring import Scores
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 
@@ -12,11 +13,15 @@ def turn(error: bool = False, *, n_resp: int = 2, n_obs: int = 1, call: tuple | 
                 error=error, tool_call=tool_call, **kw)
 
 
-def traj(turns: list[Turn], *, group: str = "g", task_id: str = "t", reward: float = 0.0, n_prompt: int = 2,
-         turn_rewards: list[float] | None = None, **kw) -> Trajectory:
+def traj(turns: list[Turn], *, group: str = "g", task_id: str = "t", n_prompt: int = 2, **kw) -> Trajectory:
     """A trajectory of ``turns`` after a ``n_prompt``-token prompt."""
-    return Trajectory(task_id=task_id, group=group, prompt_ids=[1] * n_prompt, turns=turns, reward=reward,
-                      turn_rewards=list(turn_rewards or []), **kw)
+    return Trajectory(task_id=task_id, group=group, prompt_ids=[1] * n_prompt, turns=turns, **kw)
+
+
+def scores(rewards: list[float], turn_rewards: list[list[float]] | None = None) -> Scores:
+    """Hand-set :class:`Scores` (correct all False) for estimator tests."""
+    return Scores(reward=list(rewards), turn_rewards=turn_rewards or [[] for _ in rewards],
+                  correct=[False] * len(rewards))
 
 
 REFERENCE = [

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from earthrl.algorithms.grpo import grpo_advantages
-from earthrl.algorithms.broadcast import broadcast_to_tokens
 
 
 def test_hand_computed_group():
@@ -41,9 +40,3 @@ def test_bad_input_names_the_problem():
         grpo_advantages(torch.tensor([1.0, 2.0]), [0])
     with pytest.raises(ValueError, match="NaN"):
         grpo_advantages(torch.tensor([1.0, float("nan")]), [0, 0])
-
-
-def test_broadcast_puts_advantage_on_generated_tokens_only():
-    mask = torch.tensor([[0, 1, 1, 0], [1, 0, 0, 0]])
-    out = broadcast_to_tokens(torch.tensor([2.0, -1.0]), mask)
-    assert out.tolist() == [[0.0, 2.0, 2.0, 0.0], [-1.0, 0.0, 0.0, 0.0]]

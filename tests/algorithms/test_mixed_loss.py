@@ -6,11 +6,14 @@ import torch
 from earthrl.algorithms.mixed_loss import mixed_role_loss, role_token_masks
 from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.algorithms.spec import LOSS_INPUTS
 from earthrl.tests.algorithms.builders import traj, turn
 
 
-def _args(lp, adv, mask, role, **cfg):
-    return dict(logprobs=lp, old_logprobs=lp.detach(), advantages=adv, response_mask=mask, role_mask=role,
+def _args(lp, adv, mask, role, name="mixed_role", **cfg):
+    """Named arguments of loss ``name``: the common ones plus the extra inputs the spec lists for it."""
+    extra = {k: role for k in LOSS_INPUTS.get(name, ())}
+    return dict(logprobs=lp, old_logprobs=lp.detach(), advantages=adv, response_mask=mask, **extra,
                 ref_logprobs=torch.zeros_like(lp), cfg=PolicyLossConfig(**cfg))
 
 
@@ -39,7 +42,7 @@ def test_mixed_loss_kl_term_per_role():
 def test_all_zero_mask_gives_zero_not_nan_for_every_loss():
     for name in POLICY_LOSSES.names():
         lp = torch.zeros(2, 3, requires_grad=True)
-        loss, _ = POLICY_LOSSES.lookup(name)(**_args(lp, torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2, 3)))
+        loss, _ = POLICY_LOSSES.lookup(name)(**_args(lp, torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), name))
         assert loss.item() == 0.0 and not torch.isnan(loss), name
         loss.backward()
         assert torch.all(lp.grad == 0), name
@@ -50,7 +53,7 @@ def test_every_registered_loss_is_finite_with_named_arguments():
     assert {"ppo_clip_kl", "mixed_role"} <= set(POLICY_LOSSES.names())
     for name in POLICY_LOSSES.names():
         lp = torch.randn(3, 5, requires_grad=True)
-        args = _args(lp, torch.randn(3, 5), (torch.rand(3, 5) > 0.3).int(), (torch.rand(3, 5) > 0.5).int())
+        args = _args(lp, torch.randn(3, 5), (torch.rand(3, 5) > 0.3).int(), (torch.rand(3, 5) > 0.5).int(), name)
         args["old_logprobs"] = lp.detach() + 0.1 * torch.randn(3, 5)
         args["ref_logprobs"] = lp.detach() - 0.2
         loss, metrics = POLICY_LOSSES.lookup(name)(**args, batch_num_tokens=None, global_batch_size=3)

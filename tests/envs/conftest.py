@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import rasterio
 
-from earthrl.launch.paths import data_dir
+from earthrl.envs.paths import data_dir
 
 S2 = "S2_T33UUU_20170216"
 
@@ -53,8 +53,8 @@ def raw(data_root) -> Raw:
 @pytest.fixture
 def make_env(data_root, tmp_path):
     """``make_env(*scene_ids)`` -> an RSEnv reset on a throwaway task over those scenes."""
-    from earthrl.envs.env import RSEnv
-    from earthrl.envs.tasks import TaskSpec
+    from earthrl.envs.core.env import RSEnv
+    from earthrl.envs.core.tasks import TaskSpec
 
     envs = []
 

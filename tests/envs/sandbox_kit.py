@@ -6,8 +6,8 @@ from typing import Literal
 
 import pytest
 
-from earthrl.envs.sandbox import SandboxLimits
-from earthrl.envs.tool_registry import Args, Tool, ToolResult
+from earthrl.envs.sandbox.parent import SandboxLimits
+from earthrl.envs.tools.registry import Args, Tool, ToolResult
 
 LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=1024)
 
@@ -65,7 +65,7 @@ def assert_serving(sb):
 @pytest.fixture
 def make_sandbox(tmp_path):
     """``make(name="ws", limits=LIMITS, handler=None, **Sandbox kwargs)``; all closed at the end."""
-    from earthrl.envs.sandbox import Sandbox
+    from earthrl.envs.sandbox.parent import Sandbox
 
     boxes = []
 

@@ -7,11 +7,11 @@ from typing import Literal
 
 import pytest
 
-from earthrl.envs.codeact import (CodeActSession, code_blocks, codeact_system_prompt,
+from earthrl.envs.formats.codeact import (CodeActSession, code_blocks, codeact_system_prompt,
                                   parse_codeact, python_signature, truncate)
-from earthrl.envs.parsers import ActionError
-from earthrl.envs.sandbox import SandboxLimits
-from earthrl.envs.tool_registry import Args, Tool, ToolResult, openai_schema
+from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.sandbox.parent import SandboxLimits
+from earthrl.envs.tools.registry import Args, Tool, ToolResult, openai_schema
 
 
 class AreaArgs(Args):
@@ -133,7 +133,7 @@ def test_real_tool_signatures_are_valid_python():
     import builtins
     import keyword
 
-    from earthrl.envs.tools import TOOLS as real
+    from earthrl.envs.tools.registry import TOOLS as real
 
     for schema in (openai_schema(t) for t in real.values()):
         sig = python_signature(schema)

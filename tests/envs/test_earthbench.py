@@ -1,4 +1,4 @@
-"""Earth-Bench loader (envs/earthbench.py) on the real Earth-Bench files and on small bad files."""
+"""Earth-Bench loader (envs/benchmarks/earthbench.py) on the real Earth-Bench files and on small bad files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.envs.earthbench import (EarthBenchFormatError, answer_disagreements, build_earthbench,
+from earthrl.envs.benchmarks.earthbench import (EarthBenchFormatError, answer_disagreements, build_earthbench,
                                      load_earthbench, load_reference_file)
-from earthrl.envs.tasks import SKILLS, SUITES
+from earthrl.envs.core.tasks import SKILLS, SUITES
 from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
 

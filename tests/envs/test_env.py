@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from earthrl.envs.env import RSEnv, StepResult
-from earthrl.envs.prompts import system_prompt
-from earthrl.envs.tasks import TaskSpec
+from earthrl.envs.core.env import RSEnv, StepResult
+from earthrl.envs.core.prompts import system_prompt
+from earthrl.envs.core.tasks import TaskSpec
 
 S2 = "S2_T33UUU_20170216"
 LT = "LT50350322008174PAC01"
@@ -167,7 +167,7 @@ def test_unknown_mode_format_and_toolset_are_refused(data_root, tmp_path):
 
 
 def test_toolsets_shape_the_prompt(data_root, tmp_path):
-    from earthrl.envs.toolsets import MINI_TOOLS
+    from earthrl.envs.tools.toolsets import MINI_TOOLS
 
     mini = RSEnv(data_root, tmp_path / "a")
     assert [s["function"]["name"] for s in mini.tool_schemas()] == list(MINI_TOOLS)
@@ -205,7 +205,7 @@ def test_codeact_turn_runs_several_calls_in_the_sandbox(data_root, tmp_path, raw
 def _broken_env(data_root, tmp_path, exc: BaseException):
     import dataclasses
 
-    from earthrl.envs.tools import TOOLS
+    from earthrl.envs.tools.registry import TOOLS
 
     def boom(ctx, args):
         raise exc
@@ -256,14 +256,14 @@ def test_agent_errors_carry_no_internal_error(data_root, tmp_path):
     ({"name": "mosaic", "arguments": {"names": [f"{S2}:B04", "far"]}}, "names=['"),
 ])
 def test_rasters_over_the_cap_are_refused_before_allocating(data_root, tmp_path, call, needle):
-    from earthrl.envs.tools_common import MAX_RASTER_PIXELS
+    from earthrl.envs.tools.common import MAX_RASTER_PIXELS
 
     env = RSEnv(data_root, tmp_path / "ws", toolset="all", max_obs_chars=2000)
     env.reset(_task(data=[S2]))
     if call["name"] == "mosaic":  # a copy of the band shifted 1e5 km east: the union is huge
         from affine import Affine
 
-        from earthrl.envs.tools_common import load_layer
+        from earthrl.envs.tools.common import load_layer
 
         layer = load_layer(env.registry, f"{S2}:B04")
         t = layer.transform

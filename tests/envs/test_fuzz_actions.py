@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from earthrl.envs.env import RSEnv
-from earthrl.envs.fuzz_cases import (TASK, codeact_parse_problem, fuzz_settings, model_outputs,
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.fuzz_cases import (TASK, codeact_parse_problem, fuzz_settings, model_outputs,
                                      step_problem)
-from earthrl.envs.parsers import MAX_ACTION_CHARS
-from earthrl.envs.tools import TOOLS
+from earthrl.envs.core.parsers import MAX_ACTION_CHARS
+from earthrl.envs.tools.registry import TOOLS
 
 
 @pytest.mark.parametrize("fmt,n", [("json", 150), ("hierarchical", 120)])

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from earthrl.envs.tasks import TaskFileError, TaskSpec, load_suite, load_tasks_file
+from earthrl.envs.core.tasks import TaskFileError, TaskSpec, load_suite, load_tasks_file
 
 FUZZ = settings(max_examples=150, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

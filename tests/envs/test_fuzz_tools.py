@@ -9,9 +9,9 @@ import json
 import pytest
 from hypothesis import given
 
-from earthrl.envs.env import RSEnv
-from earthrl.envs.fuzz_cases import TASK, fuzz_settings, step_problem, tool_arguments
-from earthrl.envs.tools import TOOLS
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.fuzz_cases import TASK, fuzz_settings, step_problem, tool_arguments
+from earthrl.envs.tools.registry import TOOLS
 
 EXECUTE_TOOLS = ("resample", "reproject", "crop_bbox", "mosaic", "band_math", "threshold_mask",
                  "raster_stats", "percentiles", "search_catalog", "answer")

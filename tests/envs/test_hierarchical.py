@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from earthrl.envs.env import RSEnv
-from earthrl.envs.hierarchical import parse_route
-from earthrl.envs.parsers import ActionError
-from earthrl.envs.tasks import TaskSpec
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.formats.hierarchical import parse_route
+from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.core.tasks import TaskSpec
 
 LT = "LT50350322008174PAC01"
 

@@ -30,7 +30,7 @@ async def _session(data_root, workspace):
 
 
 def test_serve_tools_lists_and_runs_real_tools(data_root, tmp_path, raw):
-    from earthrl.envs.tools import TOOLS
+    from earthrl.envs.tools.registry import TOOLS
 
     listed, ndvi, stats, bad = anyio.run(_session, data_root, tmp_path / "ws")
     tools = {t.name: t for t in listed.tools}

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from earthrl.envs.earthbench_map import EARTHBENCH_MAP, follows_signature, map_call, replay_mock
-from earthrl.envs.env import RSEnv
-from earthrl.envs.mock import INJECTABLE, ErrorInjector
-from earthrl.envs.tasks import TaskSpec
-from earthrl.envs.tools import TOOLS
+from earthrl.envs.benchmarks.earthbench_map import EARTHBENCH_MAP, follows_signature, map_call, replay_mock
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.mock import INJECTABLE, ErrorInjector
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.tools.registry import TOOLS
 from tests.paths import EARTHBENCH, EARTHBENCH_MISSING
 
 S2 = "S2_T33UUU_20170216"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from earthrl.envs.parsers import ActionError, extract_call, parse_json_action
+from earthrl.envs.core.parsers import ActionError, extract_call, parse_json_action
 
 GOOD = {"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}
 
@@ -61,9 +61,9 @@ def test_extract_call_without_validation():
 
 
 def test_calls_after_the_first_are_counted_and_reported(tmp_path):
-    from earthrl.envs.env import RSEnv
-    from earthrl.envs.tasks import TaskSpec
-    from earthrl.launch.paths import data_dir
+    from earthrl.envs.core.env import RSEnv
+    from earthrl.envs.core.tasks import TaskSpec
+    from earthrl.envs.paths import data_dir
 
     text = ('<tool_call>\n{"name": "list_files", "arguments": {}}\n'
             '{"name": "read_metadata", "arguments": {"name": "x"}}\n{"name": "answer", "arguments": {"value": 1}}\n</tool_call>')
@@ -78,7 +78,7 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
 
 
 # -- input bounds (issue 9) -------------------------------------------------------------------
-from earthrl.envs.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
+from earthrl.envs.core.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
                                   count_calls_after_first, first_json_object, strip_fence, tag_body)
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from earthrl.envs.pool import EnvFailure, EnvPool, EnvWorker
+from earthrl.envs.core.pool import EnvFailure, EnvPool, EnvWorker
 from tests.conftest import InProcessActor
 
 LT = "LT50350322008174PAC01"
@@ -135,20 +135,20 @@ def test_real_ray_actor_crash_restarts_and_marks_env_failure(data_root, tmp_path
 
 
 def test_bench_env_step_measures_overhead_beyond_the_tool(data_root, tmp_path):
-    from earthrl.envs.bench_env import bench_env_step
+    from earthrl.envs.core.bench_step import bench_env_step
 
     pool = _pool([InProcessActor(EnvWorker(str(data_root), str(tmp_path / "ws")))])
     out = bench_env_step(n=30, data_root=data_root, pool=pool)
     assert out["steps"] == 30 and out["goal_ms"] == 5.0
     assert 0 < out["median_tool_ms"] < out["median_step_ms"]
     assert out["median_overhead_ms"] == pytest.approx(out["median_step_ms"] - out["median_tool_ms"], rel=0.5)
-    assert out["ok"] and out["median_overhead_ms"] <= 5.0  # parse + validate + verify, no Ray
+    assert out["within_goal"] and out["median_overhead_ms"] <= 5.0  # parse + validate + verify, no Ray
 
 
 @pytest.mark.slow
 def test_load_64_concurrent_episodes_leave_no_fd_process_cgroup_or_workspace(data_root):
     """The suite's version of `earthrl bench load` (README: 256 concurrent, 1,000 episodes)."""
-    from earthrl.envs.bench_load import bench_load
+    from earthrl.envs.core.bench_load import bench_load
 
     out = bench_load(concurrency=64, episodes=200, workers=2, codeact_episodes=8, data_root=data_root)
     assert (out["json_episodes"], out["json_answered"], out["codeact_answered"]) == (200, 200, 8)
@@ -159,7 +159,7 @@ def test_load_64_concurrent_episodes_leave_no_fd_process_cgroup_or_workspace(dat
 
 
 def test_scripted_policy_plays_the_reference_then_the_answer():
-    from earthrl.envs.bench_load import scripted_actions
+    from earthrl.envs.core.bench_load import scripted_actions
 
     task = {**TASK, "reference": [{"name": "spectral_index", "arguments": {"scene": LT, "index": "NDVI"}}],
             "answer": {"value": 0.7, "unit": ""}}

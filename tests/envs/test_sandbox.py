@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from earthrl.envs.sandbox import RESTART_NOTE, Sandbox, SandboxLimits, isolation_prefix
-from earthrl.envs.sandbox_procs import descendants
+from earthrl.envs.sandbox.parent import RESTART_NOTE, Sandbox, SandboxLimits, isolation_prefix
+from earthrl.envs.sandbox.procs import descendants
 from tests.envs.sandbox_kit import LIMITS, Handler, assert_serving, make_sandbox  # noqa: F401
 
 
@@ -186,7 +186,7 @@ def test_real_tools_chain_through_the_pipe(make_env, raw):
     """A CodeAct workflow on the real Sentinel-2 scene: NDVI artifact -> raster_stats -> answer,
     each call run by the parent through a handler like the env's; the mean must equal an
     independent numpy NDVI of the raw bands."""
-    from earthrl.envs.tools import TOOLS, ToolContext
+    from earthrl.envs.tools.registry import TOOLS, ToolContext
 
     env = make_env("S2_T33UUU_20170216")
 
@@ -294,7 +294,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_bench_sandbox_measures_startup_and_overhead():
-    from earthrl.envs.bench_sandbox import bench_sandbox
+    from earthrl.envs.sandbox.bench import bench_sandbox
 
     out = bench_sandbox(n=5)
     assert set(out) == {"startup_s", "exec_median_ms", "exec_p90_ms", "tool_call_ms", "backend",
@@ -306,7 +306,7 @@ def test_bench_sandbox_measures_startup_and_overhead():
 
 
 def test_stale_cgroups_of_dead_processes_are_removed():
-    from earthrl.envs.sandbox_cgroup import SandboxCgroup, pids_controller_root, remove_cgroup
+    from earthrl.envs.sandbox.cgroup import SandboxCgroup, pids_controller_root, remove_cgroup
 
     root = pids_controller_root()
     if root is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-import earthrl.envs.sandbox as sandbox_mod
-from earthrl.envs.sandbox import Sandbox, SandboxUnavailable, sandbox_backend
+import earthrl.envs.sandbox.parent as sandbox_mod
+from earthrl.envs.sandbox.parent import Sandbox, SandboxUnavailable, sandbox_backend
 from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving
 
 
@@ -53,8 +53,8 @@ def test_refuses_in_one_line_without_any_isolation(no_bwrap, tmp_path):
     assert "\n" not in msg and "bwrap is not installed" in msg
     assert "apt-get install bubblewrap" in msg and "env.sandbox.allow_weaker=true" in msg
     assert not (tmp_path / "ws").exists()  # refused before anything was made
-    from earthrl.launch.errors import ConfigError
-    from earthrl.launch.runtime import env_kwargs
+    from earthrl.envs.errors import ConfigError
+    from earthrl.rollout.runtime import env_kwargs
 
     cfg = OmegaConf.create({"action_format": "codeact", "mode": "execute", "toolset": "mini"})
     with pytest.raises(ConfigError, match="apt-get install bubblewrap"):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from earthrl.envs.sandbox import SandboxLimits
+from earthrl.envs.sandbox.parent import SandboxLimits
 from tests.envs.sandbox_kit import HOOK, Handler, assert_serving, make_sandbox, run  # noqa: F401
 
 LOOP = ("n = 0\nwhile True:\n    try:\n        spectral_index(scene='S2')\n"

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from earthrl.envs.sandbox import SandboxLimits
+from earthrl.envs.sandbox.parent import SandboxLimits
 from tests.envs.sandbox_kit import HOOK, Handler, assert_serving, make_sandbox, run  # noqa: F401
 
 SIGSYS_KILL = "forbidden system call and the interpreter was killed (killed by SIGSYS)"

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from rasterio.transform import Affine
 
-from earthrl.envs.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.sandbox_fs import UnsafeWorkspaceFile, read_bytes, write_bytes
+from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.sandbox.workspace_fs import UnsafeWorkspaceFile, read_bytes, write_bytes
 from tests.envs.sandbox_kit import HOOK, IndexArgs, NameArgs, assert_serving, fake_tool, run
 from tests.envs.sandbox_kit import make_sandbox  # noqa: F401 (fixture)
 

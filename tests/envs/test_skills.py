@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from earthrl.envs.env import RSEnv
-from earthrl.envs.skills import SKILL_IDS, SKILLS, constraint_problems, order_problems, skill_tools
-from earthrl.envs.tasks import TaskSpec
-from earthrl.envs.tools import TOOLS
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.skills import SKILL_IDS, SKILLS, constraint_problems, order_problems, skill_tools
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.tools.registry import TOOLS
 
 LT = "LT50350322008174PAC01"
 

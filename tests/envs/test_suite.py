@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
-from earthrl.envs import suite_mini
-from earthrl.envs.suite_templates import TEMPLATES, Skeleton, Template, c, last
-from earthrl.envs.tasks import SKILLS, TaskSpec, load_suite, register_suite
+from earthrl.envs.suites import mini as suite_mini
+from earthrl.envs.suites.templates import TEMPLATES, Skeleton, Template, c, last
+from earthrl.envs.core.tasks import SKILLS, TaskSpec, load_suite, register_suite
 
 SOURCE_DIGEST = suite_mini.source_digest  # the real one (the module fixture freezes it)
 
@@ -156,7 +156,7 @@ def test_report_counts(tasks, data_root):
 
 
 def test_unknown_suite_lists_available():
-    with pytest.raises(KeyError, match="available: .*earthrl-mini"):
+    with pytest.raises(KeyError, match="unknown suite .*choose one of: .*earthrl-mini"):
         load_suite("earthbench-mini-x")
     with pytest.raises(ValueError, match="split"):
         load_suite("earthrl-mini", split="val")
@@ -211,7 +211,7 @@ def test_missing_landsat8_builds_the_rest(data_root, tmp_path):
 def test_reference_runs_in_the_env_and_scores(tasks, data_root, tmp_path):
     """One task per template: its reference workflow runs through RSEnv (json actions, the
     task's toolset) without an error turn, and its stored answer, given back, is scored correct."""
-    from earthrl.envs.env import RSEnv
+    from earthrl.envs.core.env import RSEnv
     from earthrl.rewards.outcome import answer_correct
 
     firsts = {}

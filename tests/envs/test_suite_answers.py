@@ -12,8 +12,8 @@ import pytest
 import rasterio
 from scipy.stats import theilslopes
 
-from earthrl.envs import suite_mini
-from earthrl.launch.paths import data_dir
+from earthrl.envs.suites import mini as suite_mini
+from earthrl.envs.paths import data_dir
 
 TEMPLATES = ["s2_index_stat", "s2_veg_share", "s2_water_area", "s2_nir_water", "ls_mean_ndvi",
              "ls_moisture_stress", "ls_simple_ratio", "ls_cloud_share", "ls_clear_share",
@@ -126,7 +126,7 @@ def _decimal_year(iso):
 
 
 def _series(raw, data_root, scenes, index):
-    from earthrl.envs.catalog import catalog  # only for the scene dates
+    from earthrl.envs.core.catalog import catalog  # only for the scene dates
 
     cat = catalog(data_root)
     vals = []

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from earthrl.envs.tasks import (AnswerSpec, TaskFileError, TaskSpec, load_suite, load_tasks_file,
+from earthrl.envs.core.tasks import (AnswerSpec, TaskFileError, TaskSpec, load_suite, load_tasks_file,
                                 save_tasks_file)
 
 
@@ -89,7 +89,7 @@ def _line(tid: str = "my/t1", **changes) -> str:
 def test_every_kind_of_unreadable_task_file_is_one_line_naming_it(tmp_path, monkeypatch):
     import os
 
-    import earthrl.envs.tasks as tasks_mod
+    import earthrl.envs.core.tasks as tasks_mod
 
     folder = tmp_path / "x.jsonl"
     folder.mkdir()

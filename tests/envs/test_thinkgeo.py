@@ -1,4 +1,4 @@
-"""ThinkGeo loader (envs/thinkgeo.py) on a small hand-written file in ThinkGeo's layout."""
+"""ThinkGeo loader (envs/benchmarks/thinkgeo.py) on a small hand-written file in ThinkGeo's layout."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.envs.tasks import SKILLS, SUITES
-from earthrl.envs.thinkgeo import ThinkGeoFormatError, build_thinkgeo, load_thinkgeo, thinkgeo_answers
-from earthrl.rewards.metrics_thinkgeo import answer_score, score_thinkgeo, steps_from_calls
+from earthrl.envs.core.tasks import SKILLS, SUITES
+from earthrl.envs.benchmarks.thinkgeo import ThinkGeoFormatError, build_thinkgeo, load_thinkgeo, thinkgeo_answers
+from earthrl.rewards.metrics.thinkgeo import answer_score, score_thinkgeo, steps_from_calls
 
 
 def _call(name, **args):

@@ -7,9 +7,9 @@ import pytest
 import rasterio
 from pydantic import BaseModel
 
-from earthrl.envs.tool_registry import (DOMAINS, FAMILIES, OUTPUT_KINDS, SKILLS, Args,
+from earthrl.envs.tools.registry import (DOMAINS, FAMILIES, OUTPUT_KINDS, SKILLS, Args,
                                         register_tool)
-from earthrl.envs.tools import TOOLS, openai_schema
+from earthrl.envs.tools.registry import TOOLS, openai_schema
 
 S2 = "S2_T33UUU_20170216"
 LE7 = "LE70350322008118EDC00"  # has -9999 fill pixels

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from earthrl.envs.tools import TOOLS
-from earthrl.envs.verifier import (Verdict, consistency, plausibility, scalar_plausibility,
+from earthrl.envs.tools.registry import TOOLS
+from earthrl.envs.core.verifier import (Verdict, consistency, plausibility, scalar_plausibility,
                                    value_range)
 
 S2 = "S2_T33UUU_20170216"

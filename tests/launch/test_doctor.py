@@ -12,8 +12,6 @@ import sys
 import pytest
 
 from earthrl.launch import doctor
-
-
 @pytest.fixture(scope="module")
 def report() -> dict[str, doctor.Check]:
     return {c.name: c for c in doctor.run_checks()}
@@ -32,8 +30,8 @@ def test_bwrap_line_is_ok_iff_bwrap_exists_and_runs(report):
 def test_python_torch_and_kernel_lines_match_the_machine(report):
     import torch
 
-    from earthrl.envs.sandbox_cgroup import pids_controller_root
-    from earthrl.envs.sandbox_landlock import landlock_abi
+    from earthrl.envs.sandbox.cgroup import pids_controller_root
+    from earthrl.envs.sandbox.landlock import landlock_abi
 
     assert report["python"].ok is (sys.version_info[:2] == (3, 11))
     assert report["python"].detail.startswith(".".join(map(str, sys.version_info[:3])))
@@ -67,7 +65,7 @@ def test_empty_home_reports_every_cache_missing_with_its_fetch_command(tmp_path,
 
 
 def test_fetched_caches_are_ok(report):
-    from earthrl.launch.paths import model_dir
+    from earthrl.envs.paths import model_dir
 
     tiny = report["model tiny-llama"]
     assert tiny.ok is (model_dir("tiny-llama") / "config.json").is_file()

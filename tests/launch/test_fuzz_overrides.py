@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from earthrl.launch.config_rules import RULES, Free, check_config, rule_for
-from earthrl.launch.errors import ConfigError
+from earthrl.envs.errors import ConfigError
 from earthrl.launch.job_inputs import check_job_config
 from earthrl.launch.overrides import CONF_DIR, compose_job, job_overrides
 
@@ -76,7 +76,7 @@ def test_fuzzed_overrides_give_a_config_or_one_line(hydra_ctx, command, argv, sw
 
 def test_known_bad_values_name_the_key(hydra_ctx):
     cases = {"algorithm.lr=-1": "algorithm.lr=-1 must be greater than 0",
-             "algorithm.group_size=0": "algorithm.group_size=0 must be at least 1",
+             "algorithm.group_size=0": "algorithm.group_size=0 must be at least 2",
              "algorithm.ppo_epochs=1.5": "algorithm.ppo_epochs=1.5 must be an integer",
              "env.max_turns=0": "env.max_turns=0 must be at least 1",
              "algorithm.sampling.temperature=-0.1": "algorithm.sampling.temperature=-0.1 must be at least 0",

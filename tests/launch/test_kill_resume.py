@@ -4,7 +4,7 @@ rollout, during a checkpoint write and during an update, resumed each time with
 (every loss, reward and rollout number), the same rollouts and the same adapter weights.
 
 The kill comes from the product's own kill points (``EARTHRL_TEST_KILL_AT=<point>:<step>``,
-:func:`earthrl.launch.faults.kill_point`), so the checkpoint and log paths exercised are the
+:func:`earthrl.envs.kill_points.kill_point`), so the checkpoint and log paths exercised are the
 real ones.
 """
 

@@ -22,7 +22,10 @@ def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
         def return_value(self):
             raise RuntimeError("boom")
 
-    cfg = SimpleNamespace(hydra=SimpleNamespace(sweep=SimpleNamespace(dir=str(tmp_path))))
+    single = SimpleNamespace(hydra=SimpleNamespace(mode="RunMode.RUN", sweep=SimpleNamespace(dir=str(tmp_path / "s"))))
+    ComparisonTable().on_job_end(single, ok)
+    assert not (tmp_path / "s").exists()  # a single run (not -m) writes no sweep table
+    cfg = SimpleNamespace(hydra=SimpleNamespace(mode="RunMode.MULTIRUN", sweep=SimpleNamespace(dir=str(tmp_path))))
     cb.on_job_end(cfg, ok)
     assert "| default | 0.500 | 0.125 |" in (tmp_path / "comparison.md").read_text()  # a table after each job
     cb.on_job_end(cfg, Failed())

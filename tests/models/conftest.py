@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.launch.paths import downloads_dir
+from earthrl.envs.paths import downloads_dir
 
 REAL_DOWNLOADS = downloads_dir()
 

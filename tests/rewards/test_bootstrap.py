@@ -1,11 +1,11 @@
-"""Bootstrap intervals (rewards/bootstrap.py)."""
+"""Bootstrap intervals (rewards/metrics/bootstrap.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from earthrl.rewards.bootstrap import bootstrap_ci, ratio_of_sums
+from earthrl.rewards.metrics.bootstrap import bootstrap_ci, ratio_of_sums
 
 
 def test_constant_values_give_zero_width_interval():

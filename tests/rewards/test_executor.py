@@ -1,7 +1,7 @@
 import pytest
 
 from earthrl.rewards.executor import executor_call_reward
-from earthrl.rewards.registry import get_turn_reward
+from earthrl.rewards.registry import TURN_REWARDS
 from earthrl.tests.algorithms.builders import TASK, traj, turn
 
 
@@ -14,9 +14,8 @@ def test_executor_tiers_exact():
         turn(error=True, error_kind="unknown_tool", call=("pixel_sharing", {})),
         turn(error=True, error_kind="tool_error", call=("raster_stats", {"name": "x"})),  # no reference step 5
     ])
-    r = get_turn_reward("executor_tiered")(t, TASK)
+    r = TURN_REWARDS.lookup("executor_tiered")(t, TASK)
     assert r == pytest.approx([0.5 * 1 + 0.5 * 0.5, 0.5 * (2 / 3) + 0.5 * (2 / 3), -2.0, -1.0, -1.0, 0.0])
-    assert t.turn_rewards == r
 
 
 def test_wrong_tool_and_exact_match():

@@ -1,7 +1,7 @@
 import pytest
 
 from earthrl.rewards.hirs import exec_score, manager_reward, routing_correctness, specialist_rewards
-from earthrl.rewards.registry import get_reward, get_turn_reward
+from earthrl.rewards.registry import REWARDS, TURN_REWARDS
 from earthrl.tests.algorithms.builders import TASK, traj, turn
 
 
@@ -29,14 +29,13 @@ def _episode():
 
 def test_specialist_tiers_exact():
     t = _episode()
-    r = get_turn_reward("hirs_specialist")(t, TASK)
+    r = TURN_REWARDS.lookup("hirs_specialist")(t, TASK)
     expected = [0.0, 0.5 + 0.2 * 1 + 0.3 * 0.5,
                 0.0, -0.5 + 0.2 * -1,
                 0.0, 0.5 + 0.2 * 0 + 0.3 * 1.0,
                 -1.0,
                 0.0, -1.0]
     assert r == pytest.approx(expected)
-    assert t.turn_rewards == r
 
 
 def test_hallucinated_tool_and_missing_verdict():
@@ -51,6 +50,5 @@ def test_routing_and_manager_reward():
     # manager families PRA, SPA, SAA, SAA vs reference PRA, SPA, SAA: 3 hits / max(4, 3)
     assert routing_correctness(t, TASK) == 0.75
     # 0.5·0.75 + 1·correct − 0.1·9/25
-    assert get_reward("hirs_manager")(t, TASK) == pytest.approx(0.375 + 1.0 - 0.036)
-    assert t.correct
+    assert REWARDS.lookup("hirs_manager")(t, TASK) == pytest.approx(0.375 + 1.0 - 0.036)
     assert manager_reward(t, TASK, w_route=1.0, w_success=0.0, w_length=0.0) == 0.75

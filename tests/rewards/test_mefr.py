@@ -1,7 +1,7 @@
 import pytest
 
 from earthrl.rewards.mefr import data_progress, doc_progress, mefr_reward, skill_progress
-from earthrl.rewards.registry import get_reward
+from earthrl.rewards.registry import REWARDS
 from earthrl.tests.algorithms.builders import TASK, traj, turn
 
 RECORD = {"artifacts": [{"name": "ndvi_s2", "tool": "spectral_index", "parents": ["s2"]}],
@@ -37,10 +37,8 @@ def test_mefr_every_term_correct_and_incorrect():
     t = _episode(12.6)  # within ±0.5 of 12.5 %
     # α_success − λ·T − μ·N_err + progress = 10 − 0.4 − 0.25 + 0.8667
     assert mefr_reward(t, TASK) == pytest.approx(10 - 0.1 * 4 - 0.25 * 1 + progress)
-    assert t.correct
     t = _episode(14.0)
-    assert get_reward("mefr")(t, TASK) == pytest.approx(-1 - 0.4 - 0.25 + progress)
-    assert not t.correct
+    assert REWARDS.lookup("mefr")(t, TASK) == pytest.approx(-1 - 0.4 - 0.25 + progress)
     # no answer and nothing done: α_fail − λ·T only
     assert mefr_reward(traj([turn()]), TASK) == pytest.approx(-1.1)
 

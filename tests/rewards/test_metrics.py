@@ -1,4 +1,4 @@
-"""compute_all and breakdown (rewards/metrics.py) on hand-built records."""
+"""compute_all and breakdown (rewards/metrics/compute.py) on hand-built records."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from earthrl.rewards.episode import EpisodeRecord
-from earthrl.rewards.metrics import METRICS, breakdown, compute_all, references_of
+from earthrl.rewards.metrics.compute import METRICS, breakdown, compute_all, references_of
 
 
 def c(name, **args):
@@ -110,7 +110,7 @@ def test_breakdown_by_skill_and_mode():
 
 
 def test_references_of_taskspecs_and_errors():
-    from earthrl.envs.tasks import AnswerSpec, TaskSpec, ToolCall
+    from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall
 
     t = TaskSpec(id="a", question={"AP": "q"}, data=[], reference=[ToolCall(name="x", arguments={"k": 1})],
                  answer=AnswerSpec(kind="choice", value="A", options={"A": "a", "B": "b"}), skill="land_cover")

@@ -1,10 +1,10 @@
-"""RS-Claw-Evolution and SimCRAFT metrics (rewards/metrics_agent.py) and EpisodeRecord.from_trajectory."""
+"""RS-Claw-Evolution and SimCRAFT metrics (rewards/metrics/agent.py) and EpisodeRecord.from_trajectory."""
 
 from __future__ import annotations
 
 import pytest
 
-from earthrl.rewards import metrics_agent as m
+from earthrl.rewards.metrics import agent as m
 from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rollout.trajectory import Trajectory, Turn
 

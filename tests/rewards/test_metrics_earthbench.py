@@ -1,4 +1,4 @@
-"""Earth-Bench scoring of Earth-Agent run folders (rewards/metrics_earthbench.py).
+"""Earth-Bench scoring of Earth-Agent run folders (rewards/metrics/earthbench.py).
 
 The compatibility mode must reproduce Earth-Agent's published numbers (its README; also in
 /work/shared/earthbench/README.md) to 4 decimals; the default mode is checked against an
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.rewards.metrics_earthbench import OFFICIAL_TASK_IDS, load_run, score_run
+from earthrl.envs.benchmarks.earthbench import OFFICIAL_TASK_IDS
+from earthrl.rewards.metrics.earthbench import load_run, score_run
 from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
 

@@ -1,4 +1,4 @@
-"""ThinkGeo metrics (rewards/metrics_thinkgeo.py) on hand-built episodes."""
+"""ThinkGeo metrics (rewards/metrics/thinkgeo.py) on hand-built episodes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from earthrl.rewards.metrics_thinkgeo import (answer_score, image_answer_score, score_thinkgeo,
+from earthrl.rewards.metrics.thinkgeo import (answer_score, image_answer_score, score_thinkgeo,
                                               step_counts, steps_from_calls)
 
 

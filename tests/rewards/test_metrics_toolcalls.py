@@ -1,4 +1,4 @@
-"""Earth-Bench per-episode tool-call metrics (rewards/metrics_toolcalls.py)."""
+"""Earth-Bench per-episode tool-call metrics (rewards/metrics/toolcalls.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.rewards.metrics_earthbench import load_run
-from earthrl.rewards.metrics_toolcalls import (efficiency, parameter_match, tool_any_order,
+from earthrl.rewards.metrics.earthbench import load_run
+from earthrl.rewards.metrics.toolcalls import (efficiency, parameter_match, tool_any_order,
                                                tool_exact_match, tool_in_order)
 from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
 
@@ -63,7 +63,7 @@ def test_every_question_matches_earth_agents_own_scores(run):
     """Per-question values equal those in Earth-Agent's step_by_step / end_to_end files."""
     if not EB.is_dir():
         pytest.skip(EARTHBENCH_MISSING)
-    from earthrl.envs.earthbench import load_reference_file
+    from earthrl.envs.benchmarks.earthbench import load_reference_file
 
     refs = load_reference_file(EB)
     records, _ = load_run(EB / "predictions" / run, truth={}, mode=run[-2:])

@@ -1,0 +1,181 @@
+"""The update stage: policy-gradient passes of a policy loss over packed batches (no Hydra, no Ray).
+
+:func:`pack` turns trajectories and their per-token advantages into a :class:`PackedBatch` of
+right-padded micro-batches (faulted and empty trajectories left out); :meth:`Learner.update`
+runs ``ppo_epochs`` passes of the loss over it, one optimizer step per pass. The local GRPO
+recipe uses it; the SFT stage and the verl backend reuse the same pieces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from earthrl.algorithms.mixed_loss import role_token_masks
+from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.models.policy import pack_batch, pad_right
+
+METRICS = ("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "logprob_diff")
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Hyper-parameters of the update (``algorithm.*`` in Hydra).
+
+    Attributes:
+        loss: the policy loss's configuration (passed to the loss as ``cfg``).
+        loss_inputs: extra (B, T) inputs the loss needs (``AlgorithmSpec.loss_inputs``; see :data:`TOKEN_INPUTS`).
+        ppo_epochs: passes over the batch, one optimizer step each.
+        micro_batch_size: sequences per forward/backward.
+        grad_clip: max global gradient norm.
+        temperature: the rollout's sampling temperature (logits are divided by it).
+    """
+
+    loss: PolicyLossConfig = PolicyLossConfig()
+    loss_inputs: tuple[str, ...] = ()
+    ppo_epochs: int = 1
+    micro_batch_size: int = 2
+    grad_clip: float = 1.0
+    temperature: float = 1.0
+
+
+@dataclass
+class MicroBatch:
+    """Right-padded (B, T) tensors of B sequences: ``input_ids``/``attention_mask``/``response_mask``
+    (long, :func:`~earthrl.models.policy.pack_batch`), ``rollout_logprobs`` and ``advantages``
+    (float32, 0 off the response), and ``inputs``: the loss's extra tensors by name (float32)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    rollout_logprobs: torch.Tensor
+    advantages: torch.Tensor
+    inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class PackedBatch:
+    """The micro-batches of one update, with the whole-batch counts the loss aggregates by.
+
+    Attributes:
+        micro: the micro-batches in order.
+        num_tokens: response tokens in the whole batch.
+        num_sequences: sequences in the whole batch.
+        loss_kwargs: whole-batch keyword arguments that come with the extra inputs
+            (``role_num_tokens`` with ``role_mask``).
+    """
+
+    micro: list[MicroBatch]
+    num_tokens: int
+    num_sequences: int
+    loss_kwargs: dict = field(default_factory=dict)
+
+
+def _role_mask(trajs: Sequence, keep: list[int], num_tokens: int) -> tuple[list[torch.Tensor], dict]:
+    masks = role_token_masks(trajs, "manager")
+    n_manager = sum(float(masks[i].sum()) for i in keep)
+    return masks, {"role_num_tokens": (n_manager, num_tokens - n_manager)}
+
+
+TOKEN_INPUTS: dict[str, Callable] = {"role_mask": _role_mask}
+"""Extra loss inputs the local learner builds from trajectories: name → ``fn(trajs, keep, num_tokens)
+-> (per-trajectory float32 masks aligned with token_ids(), whole-batch loss kwargs)``."""
+
+
+def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig) -> PackedBatch:
+    """Pack the trajectories that count (no fault, at least one turn) into micro-batches.
+
+    Args:
+        trajs: N :class:`~earthrl.rollout.trajectory.Trajectory`.
+        advantages: N float32 tensors aligned with each ``token_ids()``
+            (:func:`earthrl.algorithms.estimators.token_advantages`).
+        cfg: uses ``micro_batch_size`` and ``loss_inputs``.
+
+    Returns:
+        The :class:`PackedBatch` (no micro-batches when no trajectory counts).
+
+    Raises:
+        ValueError: a loss input the local learner cannot build (names the ones it can).
+    """
+    unknown = [k for k in cfg.loss_inputs if k not in TOKEN_INPUTS]
+    if unknown:
+        raise ValueError(f"loss inputs {unknown} cannot be built by the local learner; it builds {sorted(TOKEN_INPUTS)}")
+    keep = [i for i, t in enumerate(trajs) if not t.env_failure and t.turns]
+    n_tokens = sum(sum(trajs[i].response_mask()) for i in keep)
+    extra, loss_kwargs = {}, {}
+    for name in cfg.loss_inputs:
+        extra[name], kwargs = TOKEN_INPUTS[name](trajs, keep, n_tokens)
+        loss_kwargs.update(kwargs)
+    micro = []
+    mb = cfg.micro_batch_size
+    for idx in (keep[s:s + mb] for s in range(0, len(keep), mb)):
+        ids = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
+        micro.append(MicroBatch(ids["input_ids"], ids["attention_mask"], ids["response_mask"],
+                                pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
+                                pad_right([advantages[i].tolist() for i in idx], 0.0),
+                                {k: pad_right([v[i].tolist() for i in idx], 0.0) for k, v in extra.items()}))
+    return PackedBatch(micro, n_tokens, len(keep), loss_kwargs)
+
+
+class Learner:
+    """Policy-gradient updates of a policy with one optimizer and one policy loss.
+
+    Args:
+        policy: :class:`~earthrl.models.policy.Policy` (``model``, ``token_logprobs``,
+            ``ref_logprobs``, ``trainable_parameters``).
+        optimizer: a torch optimizer over ``policy.trainable_parameters()``.
+        loss_fn: a :data:`~earthrl.algorithms.registry.POLICY_LOSSES` function (named arguments only).
+        cfg: :class:`LearnerConfig`.
+    """
+
+    def __init__(self, policy, optimizer: torch.optim.Optimizer, loss_fn: Callable, cfg: LearnerConfig) -> None:
+        self.policy, self.optimizer, self.loss_fn, self.cfg = policy, optimizer, loss_fn, cfg
+
+    def update(self, batch: PackedBatch, *, before_step: Callable[[], None] | None = None) -> dict[str, float]:
+        """``cfg.ppo_epochs`` passes of the loss over ``batch`` in its micro-batches, one optimizer step
+        per pass. The first pass's logprobs are π_old (ratio 1 there: the gradient is GRPO's); later
+        passes are clipped against them. The reference logprobs are computed once, only when ``kl_coef > 0``.
+
+        Args:
+            before_step: called before each optimizer step (the kill-anywhere test hook).
+
+        Returns:
+            The last pass's :data:`METRICS` (pg_loss, kl and clip_frac token-weighted over micro-batches,
+            loss summed, grad_norm before clipping, logprob_diff = mean |π_old − π_rollout| per token);
+            all 0.0 when the batch has no response token.
+        """
+        metrics = dict.fromkeys(METRICS, 0.0)
+        if batch.num_tokens == 0:
+            return metrics
+        cfg, n_tokens = self.cfg, batch.num_tokens
+        old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
+        ref_cache: dict[int, torch.Tensor | None] = {}
+        self.policy.model.train()
+        for _ in range(cfg.ppo_epochs):
+            metrics = dict.fromkeys(METRICS, 0.0)
+            self.optimizer.zero_grad(set_to_none=True)
+            for s, mb in enumerate(batch.micro):
+                seq = (mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature)
+                if s not in ref_cache:
+                    ref_cache[s] = self.policy.ref_logprobs(*seq) if cfg.loss.kl_coef > 0 else None
+                logprobs = self.policy.token_logprobs(*seq)
+                old = old_cache.setdefault(s, logprobs.detach())
+                loss, m = self.loss_fn(logprobs=logprobs, old_logprobs=old, advantages=mb.advantages,
+                                       response_mask=mb.response_mask, ref_logprobs=ref_cache[s], cfg=cfg.loss,
+                                       batch_num_tokens=n_tokens, global_batch_size=batch.num_sequences,
+                                       **mb.inputs, **batch.loss_kwargs)
+                loss.backward()
+                share = float(mb.response_mask.sum()) / n_tokens
+                metrics["logprob_diff"] += float(((old - mb.rollout_logprobs).abs() * mb.response_mask).sum()) / n_tokens
+                metrics["loss"] += float(loss.detach())
+                for k in ("pg_loss", "kl", "clip_frac"):
+                    metrics[k] += m[k] * share
+            if before_step is not None:
+                before_step()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.grad_clip)
+            metrics["grad_norm"] = float(grad_norm)
+            self.optimizer.step()
+        self.policy.model.eval()
+        return metrics

@@ -1,0 +1,104 @@
+"""One algorithm spec per recipe: which reward, turn reward, estimator and loss a run uses, and the
+extra inputs those need.
+
+:class:`AlgorithmSpec` is built once from the ``algorithm`` config (``conf/algorithm/*.yaml``, as a
+plain mapping: no Hydra here) and read by every stage of a step: :func:`earthrl.rewards.scoring.score`
+(reward, turn reward), :func:`earthrl.algorithms.estimators.token_advantages` (estimator, advantage
+config) and the learner (loss, :attr:`AlgorithmSpec.loss_inputs`). The verl plugin asks the same
+tables (:data:`ESTIMATOR_INPUTS`, :data:`LOSS_INPUTS`) which tensors its calls must carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from earthrl.algorithms.estimators import AdvantageConfig
+from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+from earthrl.rewards.registry import REWARDS, TURN_REWARDS
+
+ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",)}
+"""(B, T) tensors an estimator needs beyond rewards and the response mask when it runs on padded
+tensors (verl): ``error_mask`` 1 on tokens of turns with E = 1, ``role_mask`` 1 on manager tokens.
+(The local backend reads the same facts from the trajectories' turns.)"""
+
+LOSS_INPUTS: dict[str, tuple[str, ...]] = {"mixed_role": ("role_mask",)}
+"""(B, T) tensors a policy loss needs beyond logprobs, advantages and the response mask."""
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """The names and settings of one recipe (``algorithm=grpo``, ``mefr_tap``, ``vg_hrl``, …).
+
+    Attributes:
+        name: the recipe's name (``algorithm.name``).
+        reward, reward_kwargs: trajectory reward (:data:`~earthrl.rewards.registry.REWARDS` name or
+            ``module:function``) and its keyword arguments.
+        turn_reward, turn_reward_kwargs: per-turn reward (:data:`~earthrl.rewards.registry.TURN_REWARDS`)
+            or None, and its keyword arguments.
+        estimator: advantage estimator (:data:`~earthrl.algorithms.registry.ESTIMATORS`).
+        advantage: the estimator's hyper-parameters.
+        loss: the policy loss's name (``loss.name``, :data:`~earthrl.algorithms.registry.POLICY_LOSSES`)
+            and hyper-parameters.
+        action_format: the ``env.action_format`` the recipe needs, or None (any).
+    """
+
+    name: str = "grpo"
+    reward: str = "outcome"
+    reward_kwargs: Mapping = field(default_factory=dict)
+    turn_reward: str | None = None
+    turn_reward_kwargs: Mapping = field(default_factory=dict)
+    estimator: str = "grpo"
+    advantage: AdvantageConfig = AdvantageConfig()
+    loss: PolicyLossConfig = PolicyLossConfig()
+    action_format: str | None = None
+
+    @property
+    def advantage_inputs(self) -> tuple[str, ...]:
+        """Extra (B, T) tensors the estimator needs on a tensor backend (:data:`ESTIMATOR_INPUTS`)."""
+        return ESTIMATOR_INPUTS.get(self.estimator, ())
+
+    @property
+    def loss_inputs(self) -> tuple[str, ...]:
+        """Extra (B, T) tensors the policy loss needs (:data:`LOSS_INPUTS`); the learner builds only these."""
+        return LOSS_INPUTS.get(self.loss.name, ())
+
+    @classmethod
+    def from_config(cls, alg: Mapping) -> AlgorithmSpec:
+        """Build from the ``algorithm`` config as a plain mapping (``OmegaConf.to_container``).
+
+        Raises:
+            ValueError: unknown keys under ``advantage`` or ``policy_loss`` (the message names them).
+        """
+        loss = dict(alg.get("policy_loss") or {})
+        unknown = sorted(set(loss) - set(PolicyLossConfig.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"algorithm.policy_loss has unknown key(s) {unknown}; "
+                             f"allowed: {sorted(PolicyLossConfig.__dataclass_fields__)}")
+        return cls(name=str(alg.get("name") or "grpo"), reward=str(alg.get("reward") or "outcome"),
+                   reward_kwargs=dict(alg.get("reward_kwargs") or {}), turn_reward=alg.get("turn_reward") or None,
+                   turn_reward_kwargs=dict(alg.get("turn_reward_kwargs") or {}),
+                   estimator=str(alg.get("estimator") or "grpo"),
+                   advantage=AdvantageConfig.from_mapping(alg.get("advantage")), loss=PolicyLossConfig(**loss),
+                   action_format=alg.get("action_format") or None)
+
+    def check(self, env_action_format: str) -> None:
+        """Resolve every registered name and the action format.
+
+        Raises:
+            ValueError: one line naming the ``algorithm.`` field and the fix (an unknown name lists
+                the registered ones).
+        """
+        if self.action_format and self.action_format != env_action_format:
+            raise ValueError(f"algorithm={self.name} needs env.action_format={self.action_format} "
+                             f"(got {env_action_format}): add env={self.action_format}")
+        checks = [("reward", self.reward, REWARDS), ("estimator", self.estimator, ESTIMATORS),
+                  ("policy_loss.name", self.loss.name, POLICY_LOSSES)]
+        if self.turn_reward:
+            checks.append(("turn_reward", self.turn_reward, TURN_REWARDS))
+        for key, name, registry in checks:
+            try:
+                registry.lookup(name)
+            except KeyError as exc:
+                raise ValueError(f"algorithm.{key}={name}: {exc.args[0]}") from None

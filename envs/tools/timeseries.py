@@ -1,0 +1,226 @@
+"""Spatio-Temporal Analysis tools (SimCRAFT domain; HiRS family SAA): an index time series over
+the task's scenes (clear pixels only), linear trend (scipy), Mann-Kendall with Sen's slope
+(pymannkendall), STL decomposition (statsmodels), change points (ruptures) and two-date change
+detection. Series are ``series`` artifacts: JSON ``{"dates", "values", ...}``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.core.catalog import read_band
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
+from earthrl.envs.tools.mini import compute_index
+from earthrl.envs.tools.common import (call_hash, decimal_years, fmt, load_layer, load_series,
+                                       out_name, same_grid, write_raster)
+
+_ST = dict(domain="Spatio-Temporal Analysis", family="SAA")
+
+
+def clear_pixels(s) -> np.ndarray | None:
+    """Boolean clear-sky mask of scene ``s`` from its QA (Fmask codes 0 clear land / 1 water;
+    BQA: no cloud bit, cloud/cirrus/shadow confidence not high, not fill), or None (no QA)."""
+    if s.qa_kind is None:
+        return None
+    raw, _ = read_band(s, s.qa_band)
+    if s.qa_kind == "fmask":
+        return np.isin(raw, [0, 1])
+    from earthrl.envs.tools.preprocess import bqa_field
+
+    bad = (bqa_field(raw, "fill") == 1) | (bqa_field(raw, "cloud") == 1)
+    for f in ("cloud_confidence", "cirrus_confidence", "cloud_shadow_confidence"):
+        bad |= bqa_field(raw, f) == 3
+    return ~bad
+
+
+class SeriesArgs(Args):
+    index: str = Field("NDVI", description="spectral index, e.g. NDVI")
+    scenes: list[str] | None = Field(None, description="scene ids; default all task scenes")
+    clear_only: bool = Field(True, description="use clear pixels only (QA)")
+
+
+@register_tool("index_time_series", args=SeriesArgs,
+               description="Per-scene mean of an index over clear pixels, as a dated series.",
+               skills=["change_trend", "vegetation_drought", "water_flood"], output_kind="series",
+               sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"], **_ST)
+def index_time_series(ctx: ToolContext, args: SeriesArgs) -> ToolResult:
+    """For each scene (date order): the index (:func:`earthrl.envs.tools.mini.compute_index`, spyndex)
+    averaged over valid pixels that are clear (:func:`clear_pixels`) when ``clear_only``; a scene
+    without such pixels gets null. Writes series ``ts_<index>_<hash>`` with ``dates``, ``values``,
+    ``scenes``, ``clear_px``.
+
+    Raises:
+        ToolError: unknown scene/index, a scene lacking a band, no scene at all.
+    """
+    reg = ctx.registry
+    scenes = [reg.scene(s) for s in args.scenes] if args.scenes else list(reg.scenes.values())
+    if not scenes:
+        raise ToolError("tool_error", "scenes: the task has no scenes; pass scene ids")
+    scenes.sort(key=lambda s: s.date)
+    dates, values, counts = [], [], []
+    for s in scenes:
+        arr, _, idx = compute_index(reg, s, args.index)
+        ok = np.isfinite(arr)
+        clear = clear_pixels(s) if args.clear_only else None
+        if clear is not None:
+            ok &= clear
+        n = int(ok.sum())
+        dates.append(s.date)
+        values.append(float(arr[ok].astype(np.float64).mean()) if n else None)
+        counts.append(n)
+    obj = {"index": idx.short_name, "dates": dates, "values": values,
+           "scenes": [s.id for s in scenes], "clear_px": counts}
+    art = reg.write_json(out_name("ts", idx.short_name.lower(), call_hash(ctx)), obj, "series",
+                         units="index", parents=[s.id for s in scenes], call=ctx.call)
+    n_ok = sum(v is not None for v in values)
+    return ToolResult(f"saved {art.name} ({len(values)} dates {dates[0]}..{dates[-1]}, {n_ok} with clear px)",
+                      {"artifact": art.name, **obj}, art.name)
+
+
+class SeriesRef(Args):
+    series: str = Field(description="series artifact")
+
+
+@register_tool("linear_trend", args=SeriesRef, description="Least-squares linear trend of a series (per year).",
+               skills=["change_trend", "vegetation_drought"], output_kind="number", **_ST)
+def linear_trend(ctx: ToolContext, args: SeriesRef) -> ToolResult:
+    """OLS fit value = a + b·t over decimal years t (``scipy.stats.linregress``): slope b (units
+    per year), intercept, r, p-value, n. Null values are dropped.
+
+    Raises:
+        ToolError: fewer than 3 valid values (``empty_series``), wrong kind.
+    """
+    from scipy.stats import linregress
+
+    dates, v, _ = load_series(ctx.registry, args.series)
+    r = linregress(decimal_years(dates), v)
+    d = {"slope_per_year": float(r.slope), "intercept": float(r.intercept), "r": float(r.rvalue),
+         "p_value": float(r.pvalue), "n": int(v.size)}
+    return ToolResult(f"slope {fmt(d['slope_per_year'])} per year, r {fmt(d['r'])}, p {fmt(d['p_value'])}, "
+                      f"n {v.size}", d)
+
+
+class MkArgs(SeriesRef):
+    alpha: float = Field(0.05, gt=0, lt=1, description="significance level")
+
+
+@register_tool("mann_kendall", args=MkArgs, description="Mann-Kendall trend test with Sen's slope.",
+               skills=["change_trend", "vegetation_drought"], output_kind="number", **_ST)
+def mann_kendall(ctx: ToolContext, args: MkArgs) -> ToolResult:
+    """Mann-Kendall test (``pymannkendall.original_test``, values in date order): trend
+    (increasing/decreasing/no trend), p, z, Kendall tau, S; Sen's slope per observation step
+    (pymannkendall) and per year over the real dates (Theil-Sen, ``scipy.stats.theilslopes``).
+
+    Raises:
+        ToolError: fewer than 4 valid values (``empty_series``).
+    """
+    import pymannkendall as mk
+    from scipy.stats import theilslopes
+
+    dates, v, _ = load_series(ctx.registry, args.series, min_len=4)
+    r = mk.original_test(v, alpha=args.alpha)
+    per_year = float(theilslopes(v, decimal_years(dates))[0])
+    d = {"trend": r.trend, "p_value": float(r.p), "z": float(r.z), "tau": float(r.Tau), "s": float(r.s),
+         "sen_slope_per_step": float(r.slope), "sen_slope_per_year": per_year, "n": int(v.size)}
+    return ToolResult(f"{r.trend} (p {fmt(d['p_value'])}, tau {fmt(d['tau'])}), Sen's slope "
+                      f"{fmt(per_year)} per year", d)
+
+
+class StlArgs(SeriesRef):
+    period: int = Field(12, ge=2, le=24, description="season length in months")
+
+
+@register_tool("stl_decompose", args=StlArgs, description="STL trend/seasonal decomposition of a series.",
+               skills=["change_trend", "vegetation_drought"], output_kind="series", **_ST)
+def stl_decompose(ctx: ToolContext, args: StlArgs) -> ToolResult:
+    """STL (``statsmodels.tsa.seasonal.STL``, robust) of the series after resampling to monthly
+    means (months without data linearly interpolated). Writes series ``stl_<series>`` (monthly
+    ``dates``, ``values`` = trend, plus ``seasonal``, ``resid``, ``observed``); reports the trend
+    change first-to-last and the seasonal amplitude (max - min).
+
+    Raises:
+        ToolError: fewer than two periods of months (``empty_series``).
+    """
+    import pandas as pd
+    from statsmodels.tsa.seasonal import STL
+
+    dates, v, art = load_series(ctx.registry, args.series)
+    s = pd.Series(v, index=pd.to_datetime(dates)).resample("MS").mean().interpolate("linear")
+    if len(s) < 2 * args.period + 1:
+        raise ToolError("empty_series", f"period: {art.name} spans {len(s)} months; STL needs more than "
+                        f"2 x period = {2 * args.period}; lower period or use a longer series")
+    r = STL(s, period=args.period, robust=True).fit()
+    obj = {"dates": [d.date().isoformat() for d in s.index], "values": [float(x) for x in r.trend],
+           "seasonal": [float(x) for x in r.seasonal], "resid": [float(x) for x in r.resid],
+           "observed": [float(x) for x in s]}
+    out = ctx.registry.write_json(out_name("stl", art.name), obj, "series", units=art.units,
+                                  parents=[art.name], call=ctx.call)
+    d = {"artifact": out.name, "trend_change": float(r.trend.iloc[-1] - r.trend.iloc[0]),
+         "seasonal_amplitude": float(r.seasonal.max() - r.seasonal.min()), "months": len(s)}
+    return ToolResult(f"saved {out.name}; trend change {fmt(d['trend_change'])}, seasonal amplitude "
+                      f"{fmt(d['seasonal_amplitude'])} over {len(s)} months", d, out.name)
+
+
+class CpArgs(SeriesRef):
+    penalty: float = Field(1.0, gt=0, le=1e6, description="PELT penalty (higher = fewer)")
+    model: Literal["l2", "l1", "rbf"] = "l2"
+
+
+@register_tool("change_points", args=CpArgs, description="Change points of a series (PELT).",
+               skills=["change_trend"], output_kind="number", **_ST)
+def change_points(ctx: ToolContext, args: CpArgs) -> ToolResult:
+    """Change points by PELT (``ruptures.Pelt(model).fit(values).predict(pen=penalty)``, min
+    segment 2): the dates where a new segment starts, and the mean of each segment.
+
+    Raises:
+        ToolError: fewer than 4 valid values.
+    """
+    import ruptures as rpt
+
+    dates, v, _ = load_series(ctx.registry, args.series, min_len=4)
+    bkps = rpt.Pelt(model=args.model, min_size=2, jump=1).fit(v.reshape(-1, 1)).predict(pen=args.penalty)
+    starts = [0] + bkps[:-1]
+    d = {"change_dates": [dates[i] for i in bkps[:-1]], "indices": [int(i) for i in bkps[:-1]],
+         "segment_means": [float(v[a:b].mean()) for a, b in zip(starts, bkps)]}
+    return ToolResult(f"{len(d['change_dates'])} change points: {', '.join(d['change_dates']) or 'none'}; "
+                      f"segment means {', '.join(fmt(m) for m in d['segment_means'])}", d)
+
+
+class ChangeArgs(Args):
+    before: str = Field(description="raster at date 1")
+    after: str = Field(description="raster at date 2")
+    threshold: float = Field(ge=0, description="min |after-before| that counts as change")
+    direction: Literal["decrease", "increase", "both"] = "both"
+
+
+@register_tool("change_detection", args=ChangeArgs, description="Change mask between two dates.",
+               skills=["change_trend", "water_flood", "vegetation_drought"], output_kind="mask", **_ST)
+def change_detection(ctx: ToolContext, args: ChangeArgs) -> ToolResult:
+    """uint8 mask of change between two co-registered rasters: d = after - before; 1 where
+    d < -threshold (decrease), d > threshold (increase) or |d| > threshold (both); 255 where
+    either is nodata. Reports the changed share (%) and area (km², from the pixel size).
+
+    Raises:
+        ToolError: grids differ (names both rasters).
+    """
+    b, a = load_layer(ctx.registry, args.before), load_layer(ctx.registry, args.after)
+    same_grid([b, a])
+    d = a.arr - b.arr
+    with np.errstate(invalid="ignore"):
+        hit = {"decrease": d < -args.threshold, "increase": d > args.threshold,
+               "both": np.abs(d) > args.threshold}[args.direction]
+    m = hit.astype(np.uint8)
+    m[np.isnan(d)] = 255
+    res = write_raster(ctx, out_name("chg", args.direction, b.source, a.source), m, [b, a], kind="mask",
+                       units="mask")
+    valid = m != 255
+    n = int((m == 1).sum())
+    pct = 100.0 * n / max(int(valid.sum()), 1)
+    km2 = b.area_m2(m == 1) / 1e6
+    res.data.update(changed_px=n, changed_pct=pct, changed_km2=km2)
+    res.text += f"; changed {n} px = {fmt(pct)} % = {fmt(km2)} km2"
+    return res

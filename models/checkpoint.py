@@ -1,0 +1,113 @@
+"""Atomic, resumable checkpoints of the local learner.
+
+Layout of ``<output_dir>/checkpoints/step_000003/``:
+
+- ``adapter/``: peft ``save_pretrained`` LoRA adapter (what ``earthrl export`` merges);
+- ``trainer_state.pt``: optimizer state, step counter, python/numpy/torch RNG states;
+- ``meta.json``: ``{"base_model", "step", "config"}``; written last, so a folder that has
+  it is complete. Folders are built under a ``.tmp-`` name and renamed into place, so a process
+  killed while writing (SIGKILL, power loss) leaves the previous checkpoint as the newest complete
+  one and a ``.tmp-`` folder that the next write of that step replaces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from earthrl.envs.kill_points import kill_point
+
+_STEP_DIR = re.compile(r"^step_(\d{6})$")
+
+
+def rng_state() -> dict:
+    """Python, numpy and torch RNG states."""
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore what :func:`rng_state` returned."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
+def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.Optimizer,
+                    base_model: str, config: dict, keep: int = 2) -> Path:
+    """Write checkpoint ``root/step_<step>`` atomically and prune old ones.
+
+    Args:
+        root: the run's checkpoints folder.
+        step: number of completed optimizer steps.
+        policy_model: the peft model (its adapter is saved).
+        optimizer: its state is saved for exact resumption.
+        base_model: path of the base HF folder (for export and resume).
+        config: the resolved run config (plain dict).
+        keep: newest complete checkpoints to keep (older ones are removed).
+
+    Returns:
+        the final checkpoint folder.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".tmp-step_{step:06d}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    policy_model.save_pretrained(str(tmp / "adapter"))
+    kill_point("checkpoint", step)  # test hook: a kill in the middle of the write (kill-anywhere resume)
+    torch.save({"optimizer": optimizer.state_dict(), "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+    (tmp / "meta.json").write_text(json.dumps({"base_model": base_model, "step": step, "config": config}, indent=2))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in list_checkpoints(root)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(root: Path) -> list[Path]:
+    """Complete checkpoints in ``root`` (those with meta.json), oldest first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _STEP_DIR.match(p.name) and (p / "meta.json").is_file()]
+    return sorted(found, key=lambda p: int(_STEP_DIR.match(p.name).group(1)))
+
+
+def resolve_resume(resume: str, root: Path) -> Path | None:
+    """Which checkpoint to resume from.
+
+    Args:
+        resume: "off" (none), "auto" (newest complete one in ``root``, or none), or a path.
+        root: the run's checkpoints folder.
+
+    Raises:
+        FileNotFoundError: if a path is given and it is not a complete checkpoint.
+    """
+    if resume in ("off", "", None, False):
+        return None
+    if resume == "auto":
+        found = list_checkpoints(root)
+        return found[-1] if found else None
+    path = Path(resume)
+    if not (path / "meta.json").is_file():
+        raise FileNotFoundError(f"trainer.resume={resume}: no complete checkpoint there (meta.json missing); use trainer.resume=auto")
+    return path
+
+
+def load_checkpoint(path: Path, policy_model, optimizer: torch.optim.Optimizer) -> int:
+    """Load adapter weights, optimizer and RNG state; returns the completed step count."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    set_peft_model_state_dict(policy_model, load_file(str(path / "adapter" / "adapter_model.safetensors")))
+    state = torch.load(path / "trainer_state.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    set_rng_state(state["rng"])
+    return int(state["step"])

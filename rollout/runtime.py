@@ -1,0 +1,200 @@
+"""The rollout runtime shared by ``earthrl train`` and ``earthrl eval``.
+
+One object owns the Ray local cluster, the rollout-engine actor, the EnvPool actors, the
+tokenizer and chat codec, and turns a batch of tasks into trajectories with the async
+agent loop (DESIGN §2). The learner (train) and the report (eval) sit on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+# env config keys forwarded to RSEnv (the rest configure the agent loop or the pool)
+ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings", "step_timeout_s")
+
+
+def env_kwargs(env_cfg: DictConfig) -> dict:
+    """RSEnv keyword arguments from the ``env`` config group, checked before anything runs:
+    every key except the loop's own, a registered action format and mode, a known toolset.
+
+    Raises:
+        ConfigError: an unknown key, format, mode or toolset (names the accepted ones).
+    """
+    import inspect
+
+    from earthrl.envs.core.env import MODES, RSEnv
+    from earthrl.envs.formats.registry import available_formats
+    from earthrl.envs.tools.registry import TOOLS
+    from earthrl.envs.tools.toolsets import resolve_toolset
+    from earthrl.envs.errors import ConfigError
+
+    accepted = set(inspect.signature(RSEnv.__init__).parameters) - {"self", "data_root", "workspace"}
+    given = OmegaConf.to_container(env_cfg, resolve=True)
+    sandbox = given.pop("sandbox", None) or {}  # env.sandbox.* -> the codeact format's options
+    if sandbox:
+        given["format_options"] = {**(given.get("format_options") or {}), "sandbox": sandbox}
+    unknown = sorted(set(given) - accepted - set(ENV_LOOP_KEYS))
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]} is not an environment setting; known: "
+                          f"{', '.join(sorted(accepted | set(ENV_LOOP_KEYS)))}")
+    if given.get("action_format", "json") not in available_formats():
+        raise ConfigError(f"env.action_format={given['action_format']}: use one of {', '.join(available_formats())}")
+    if given.get("mode", "execute") not in MODES:
+        raise ConfigError(f"env.mode={given['mode']}: use one of {', '.join(MODES)}")
+    try:
+        resolve_toolset(given.get("toolset", "mini"), TOOLS)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if given.get("action_format") == "codeact":  # refuse before Ray starts, in one line
+        from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
+
+        try:
+            sandbox_backend(bool(sandbox.get("allow_weaker", False)))
+        except SandboxUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+    return {k: v for k, v in given.items() if k in accepted}
+
+
+def check_task_data(tasks: list[dict], data_root: Path) -> None:
+    """Every scene a task names exists under the data root (and its fetched siblings).
+
+    Raises:
+        ConfigError: the first task with unknown scenes, naming them and where they were looked for.
+    """
+    from earthrl.envs.core.catalog import catalog
+    from earthrl.envs.errors import ConfigError
+
+    scenes = catalog(Path(data_root))
+    for task in tasks:
+        missing = [s for s in task["data"] if s not in scenes]
+        if missing:
+            raise ConfigError(f"task {task['id']}: field data names scenes {missing} that are not under {data_root} "
+                              "(fetched data sets: `earthrl fetch data NAME`; scene ids: `earthrl serve-tools` "
+                              "or envs.catalog.catalog)")
+
+
+async def _kill_after_first_call(client, step: int) -> None:
+    """Kill-anywhere test hook (:func:`earthrl.envs.kill_points.kill_point`) in the middle of a rollout."""
+    import os
+
+    from earthrl.envs.kill_points import KILL_ENV, kill_point
+
+    if os.environ.get(KILL_ENV) != f"rollout:{step}":
+        return
+    while client.calls < 1 or client.generated_tokens == 0:
+        await asyncio.sleep(0.01)
+    kill_point("rollout", step)
+
+
+class RolloutRuntime:
+    """Ray + rollout engine + EnvPool + chat codec for one model.
+
+    Args:
+        cfg: the composed Hydra config (groups ``model``, ``env``, ``cluster``).
+        model_path: HF folder of the base model.
+        data_root: data folder of the task suite.
+        workspace_root: where EnvPool episodes get their workspaces.
+        lora: ``{"rank", "alpha", …}`` of the adapter the engine will receive, or None (no adapter).
+    """
+
+    def __init__(self, cfg: DictConfig, model_path: Path, data_root: Path, workspace_root: Path,
+                 lora: dict | None) -> None:
+        import ray
+        from transformers import AutoTokenizer
+
+        from earthrl.envs.core.pool import EnvPool
+        from earthrl.rollout.chat import ChatCodec
+        from earthrl.rollout.engines import make_engine
+
+        self.cfg = cfg
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        self.codec = ChatCodec(self.tokenizer)
+        eos = self.tokenizer.eos_token_id
+        stop_ids = [self.codec.eos_id] + ([eos] if eos is not None and eos != self.codec.eos_id else [])
+        if not ray.is_initialized():
+            ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                     object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
+        self._start_engine = lambda: make_engine(
+            cfg.cluster.engine, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
+            stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
+        self.engine = self._start_engine()
+        self._lora_state: dict | None = None
+        self.engine_restarts = 0
+        timeout = cfg.env.get("step_timeout_s")
+        self.pool = EnvPool(int(cfg.env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(cfg.env),
+                            step_timeout_s=float(timeout) if timeout is not None else None)
+        self.system_prompt = self.pool.system_prompt()
+
+    def push_lora(self, state_dict: dict) -> None:
+        """Send LoRA weights (peft state-dict keys) to the engine; blocks until merged. The weights
+        are kept so that a restarted engine gets them too (:meth:`restart_engine`)."""
+        import ray
+
+        ray.get(self.engine.set_lora_weights.remote(state_dict))
+        self._lora_state = state_dict
+
+    def restart_engine(self):
+        """Replace the (dead) engine actor by a fresh one and push it the last LoRA weights;
+        returns the new handle. Called by the batching client when the engine actor died."""
+        import ray
+
+        try:
+            ray.kill(self.engine, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.engine = self._start_engine()
+        if self._lora_state is not None:
+            ray.get(self.engine.set_lora_weights.remote(self._lora_state))
+        self.engine_restarts += 1
+        return self.engine
+
+    def rollout(self, tasks: list[dict], group_size: int, step: int, sampling: DictConfig, phrasing: str,
+                seed: int, group_prefix: str = "", max_turns: int | None = None) -> tuple[list, dict]:
+        """Sample ``group_size`` trajectories per task.
+
+        Args:
+            tasks: TaskSpec dicts.
+            step: step index (part of the group keys and of the sampling seed).
+            sampling: ``temperature``, ``top_p``, ``max_new_tokens``.
+            phrasing: ``"IF"``/``"AP"``/``"OW"``.
+            seed: run seed; the engine seed of the step is derived from it and ``step``.
+            group_prefix: prefix of the group keys (keeps eval groups apart from training groups).
+            max_turns: assistant turns per episode; None: ``env.max_turns``.
+
+        Returns:
+            (trajectories grouped by task in order, engine stats of the batching client). Faults
+            mark their trajectories (:attr:`~earthrl.rollout.trajectory.Trajectory.failure`); a
+            dead engine is restarted with the current weights and the rollout goes on.
+        """
+        from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+        from earthrl.rollout.hf_engine import SamplingParams
+
+        env = self.cfg.env
+        params = SamplingParams(max_new_tokens=int(sampling.max_new_tokens), temperature=float(sampling.temperature),
+                                top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
+        loop_cfg = LoopConfig(max_turns=int(max_turns or env.max_turns), max_context_tokens=int(env.max_context_tokens),
+                              phrasing=phrasing)
+
+        async def go():
+            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine)
+            if not group_prefix:  # test hook: kill a training run once its first batch was generated
+                asyncio.get_running_loop().create_task(_kill_after_first_call(client, step + 1))
+            trajs = await collect_rollouts(tasks, group_size, step, system=self.system_prompt, codec=self.codec,
+                                           tokenizer=self.tokenizer, engine=client, pool=self.pool, cfg=loop_cfg,
+                                           group_prefix=group_prefix)
+            return trajs, client.stats()
+
+        return asyncio.run(go())
+
+    @staticmethod
+    def shutdown(workspace_root: Path | None = None) -> None:
+        """Stop Ray (actors included) and remove the workspaces folder if no episode left anything."""
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        if workspace_root is not None and Path(workspace_root).is_dir() and not any(Path(workspace_root).iterdir()):
+            Path(workspace_root).rmdir()

@@ -1,0 +1,51 @@
+"""One spec per recipe: what each conf/algorithm config resolves to, and the extra inputs it asks for."""
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.launch.overrides import CONF_DIR
+
+# recipe → (estimator, loss, extra estimator inputs on a tensor backend, extra loss inputs)
+EXPECTED = {
+    "grpo": ("grpo", "ppo_clip_kl", (), ()),
+    "dr_grpo": ("grpo", "ppo_clip_kl", (), ()),
+    "mefr_tap": ("grpo_tap", "ppo_clip_kl", ("error_mask",), ()),
+    "mefr_tap_no_tap": ("grpo", "ppo_clip_kl", (), ()),
+    "mefr_only": ("grpo", "ppo_clip_kl", (), ()),
+    "tap_only": ("grpo_tap", "ppo_clip_kl", ("error_mask",), ()),
+    "vg_hrl": ("hierarchical", "mixed_role", ("role_mask",), ("role_mask",)),
+    "executor_tiered": ("executor_node", "ppo_clip_kl", (), ()),
+}
+
+
+def _spec(name: str) -> AlgorithmSpec:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"algorithm={name}"])
+    return AlgorithmSpec.from_config(OmegaConf.to_container(cfg.algorithm, resolve=True))
+
+
+def test_every_recipe_config_has_its_spec():
+    assert sorted(EXPECTED) == sorted(p.stem for p in (CONF_DIR / "algorithm").glob("*.yaml"))
+    for name, (estimator, loss, adv_inputs, loss_inputs) in EXPECTED.items():
+        spec = _spec(name)
+        assert (spec.estimator, spec.loss.name, spec.advantage_inputs, spec.loss_inputs) == \
+            (estimator, loss, adv_inputs, loss_inputs), name
+        spec.check("hierarchical" if name == "vg_hrl" else "json")  # every name resolves
+    assert _spec("dr_grpo").advantage.norm_by_std is False and _spec("grpo").advantage.norm_by_std is True
+    vg = _spec("vg_hrl")
+    assert (vg.reward, vg.turn_reward, vg.action_format, vg.loss.manager_weight) == \
+        ("hirs_manager", "hirs_specialist", "hierarchical", 0.5)
+    assert _spec("mefr_tap").reward_kwargs["alpha_success"] == 10.0
+
+
+def test_check_names_the_field_and_the_fix():
+    with pytest.raises(ValueError, match="algorithm=vg_hrl needs env.action_format=hierarchical .*add env=hierarchical"):
+        _spec("vg_hrl").check("json")
+    with pytest.raises(ValueError, match="algorithm.turn_reward=nope: unknown turn reward 'nope'"):
+        AlgorithmSpec(turn_reward="nope").check("json")
+    with pytest.raises(ValueError, match="algorithm.policy_loss.name=nope: unknown policy loss"):
+        AlgorithmSpec.from_config({"policy_loss": {"name": "nope"}}).check("json")
+    with pytest.raises(ValueError, match=r"algorithm.policy_loss has unknown key\(s\) \['clip'\]"):
+        AlgorithmSpec.from_config({"policy_loss": {"clip": 0.2}})
