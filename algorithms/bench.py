@@ -10,6 +10,13 @@ from __future__ import annotations
 import random
 import time
 
+from earthrl.rollout.trajectory import Trajectory, Turn
+from earthrl.algorithms.broadcast import turn_values_to_tokens
+from earthrl.algorithms.estimators import TurnBatch, token_advantages
+from earthrl.algorithms.registry import ESTIMATORS
+from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.rewards.scoring import score
+
 TASK = {
     "id": "bench/ndvi_share", "skill": "spectral_index",
     "answer": {"kind": "numeric", "value": 12.5, "unit": "%", "tolerance": 0.5},
@@ -30,8 +37,6 @@ def synthetic_batch(batch: int, tokens: int, *, turns: int = 12, group_size: int
 
     Turns alternate manager/specialist when ``hierarchical``; 20 % of turns have E = 1.
     """
-    from earthrl.rollout.trajectory import Trajectory, Turn
-
     rng = random.Random(seed)
     prompt = tokens // 16
     per_turn, extra = divmod(tokens - prompt, turns)
@@ -72,12 +77,6 @@ def bench_algorithms(batch: int = 1024, tokens: int = 8192, *, estimator: str = 
         ``{"batch", "tokens", "estimator", "rewards_s", "advantages_s", "broadcast_s", "total_s",
         "share_of_step", "within_budget"}`` (seconds; best of ``repeats``; budget = 1 % of a step).
     """
-    from earthrl.algorithms.broadcast import turn_values_to_tokens
-    from earthrl.algorithms.estimators import TurnBatch, token_advantages
-    from earthrl.algorithms.registry import ESTIMATORS
-    from earthrl.algorithms.spec import AlgorithmSpec
-    from earthrl.rewards.scoring import score
-
     spec = AlgorithmSpec.from_config(PRESETS[estimator])
     trajs = synthetic_batch(batch, tokens, hierarchical=estimator == "hierarchical")
     tasks = {TASK["id"]: TASK}

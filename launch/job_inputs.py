@@ -12,6 +12,11 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_rules import check_config
+from earthrl.rollout.runtime import env_kwargs, check_task_data
+from earthrl.envs.paths import model_dir, data_dir
+from earthrl.envs.core.tasks import TaskFileError, load_suite
+from earthrl.envs.tools.registry import TOOLS
 
 
 def check_job_config(cfg: DictConfig, command: str) -> None:
@@ -21,9 +26,7 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     Raises:
         ConfigError: the first bad value.
     """
-    from earthrl.launch.config_rules import check_config
-    from earthrl.rollout.runtime import env_kwargs
-    from earthrl.rollout.engines import ENGINES
+    from earthrl.rollout.engines import ENGINES  # lazy: rollout.engines imports torch (hf_engine)
 
     check_config(cfg, command)
     env_kwargs(cfg.env)
@@ -37,8 +40,6 @@ def model_path(cfg: DictConfig) -> Path:
     Raises:
         ConfigError: no ``config.json`` there (names the fetch command).
     """
-    from earthrl.envs.paths import model_dir
-
     path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
     if not (path / "config.json").is_file():
         raise ConfigError(f"model {cfg.model.name} not found at {path}: run `earthrl fetch model {cfg.model.name}` "
@@ -52,8 +53,6 @@ def data_root(cfg: DictConfig) -> Path:
     Raises:
         ConfigError: not fetched (names the fetch command).
     """
-    from earthrl.envs.paths import data_dir
-
     root = data_dir(cfg.tasks.data)
     if not root.is_dir():
         raise ConfigError(f"data set {cfg.tasks.data} not found at {root}: run `earthrl fetch data {cfg.tasks.data}`")
@@ -74,10 +73,6 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
         ConfigError: an unknown suite, a missing or malformed task file (one line: file, line,
             task id, field), a task naming unknown scenes or tools, or no task in ``split``.
     """
-    from earthrl.envs.core.tasks import TaskFileError, load_suite
-    from earthrl.envs.tools.registry import TOOLS
-    from earthrl.rollout.runtime import check_task_data
-
     try:  # every task of the file or suite is checked, not only those of ``split``
         every = load_suite(name, split=None, data_root=root)
     except TaskFileError:

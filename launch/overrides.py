@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.hydra_app import CONFIG_NAMES  # importing it registers the ${slug:…} resolver
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
@@ -72,8 +73,6 @@ def compose_job(name: str, overrides: list[str]):
     from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
 
-    import earthrl.launch.hydra_app  # noqa: F401 - registers the ${slug:…} resolver
-
     try:
         cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
@@ -102,8 +101,6 @@ def check_overrides(argv: list[str], config_name: str = "train") -> None:
         return
     from hydra import initialize_config_dir
 
-    from earthrl.launch.hydra_app import CONFIG_NAMES
-
     name = CONFIG_NAMES.get(config_name, config_name)
     argv = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -122,11 +119,12 @@ def validate_job(cfg, command: str) -> None:
         ConfigError: the first problem, one line.
     """
     if command == "train":
+        # lazy: torch and verl at import, only to check train overrides
         from earthrl.launch.train import LocalGRPORecipe
 
         LocalGRPORecipe(cfg).validate()
     else:
-        from earthrl.launch.eval import EvalJob
+        from earthrl.launch.eval import EvalJob  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 
         EvalJob(cfg).validate()
 

@@ -28,10 +28,17 @@ from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
-from earthrl.models.checkpoint import save_checkpoint
+from earthrl.models.checkpoint import (save_checkpoint, resolve_resume, load_checkpoint, rng_state,
+                                       set_rng_state, list_checkpoints)
 from earthrl.rewards.scoring import Scores, score
-from earthrl.rollout.faults import fault_counts
-from earthrl.rollout.run_logger import format_step, log_internal_errors
+from earthrl.rollout.faults import fault_counts, FailureGuard
+from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
+                                        flat_metrics)
+from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.models.policy import Policy
+from earthrl.rewards.metrics.report import build_report, write_report
+from earthrl.models.export import export_merged
 
 
 class LocalGRPORecipe:
@@ -51,8 +58,6 @@ class LocalGRPORecipe:
         Raises:
             ConfigError: with one line naming the field and the fix.
         """
-        from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
-
         cfg = self.cfg
         check_job_config(cfg, "train")
         self.model_path = model_path(cfg)
@@ -65,7 +70,6 @@ class LocalGRPORecipe:
             held = load_tasks(cfg.tasks.name, ho.split, self.data_root, split_key="trainer.heldout.split")
             self.heldout_tasks = held[: int(ho.max_tasks)]
         self.output_dir = Path(cfg.trainer.output_dir)
-        from earthrl.models.checkpoint import resolve_resume
 
         try:
             self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
@@ -87,11 +91,6 @@ class LocalGRPORecipe:
 
     def setup(self) -> None:
         """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
-        from earthrl.rollout.faults import FailureGuard
-        from earthrl.rollout.run_logger import RunLogger
-        from earthrl.rollout.runtime import RolloutRuntime
-        from earthrl.models.policy import Policy
-
         cfg = self.cfg
         self.validate()
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
@@ -119,13 +118,9 @@ class LocalGRPORecipe:
             temperature=float(alg.sampling.temperature)))
         self.start_step = 0
         if self.resume_from is not None:
-            from earthrl.models.checkpoint import load_checkpoint
-
             self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
-            from earthrl.rollout.run_logger import truncate_logs
-
             truncate_logs(self.output_dir, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
         self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
@@ -206,8 +201,6 @@ class LocalGRPORecipe:
     def heldout_eval(self, step: int) -> dict[str, float]:
         """Roll out the held-out tasks with the current weights (``trainer.heldout``) and write their
         report to ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``."""
-        from earthrl.models.checkpoint import rng_state, set_rng_state
-
         saved = rng_state()  # evaluating must not change what training does next (exact resume)
         try:
             return self._heldout_eval(step)
@@ -215,9 +208,6 @@ class LocalGRPORecipe:
             set_rng_state(saved)
 
     def _heldout_eval(self, step: int) -> dict[str, float]:
-        from earthrl.rewards.metrics.report import build_report, write_report
-        from earthrl.rollout.run_logger import flat_metrics
-
         ho = self.cfg.trainer.heldout
         trajs, _ = self.runtime.rollout(self.heldout_tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
                                         int(self.cfg.seed), group_prefix="heldout/",
@@ -281,9 +271,6 @@ class LocalGRPORecipe:
     # ------------------------------------------------------------- finishing
     def export(self) -> Path | None:
         """Merge the newest checkpoint into a plain HF folder at ``<output_dir>/export``."""
-        from earthrl.models.checkpoint import list_checkpoints
-        from earthrl.models.export import export_merged
-
         found = list_checkpoints(self.output_dir / "checkpoints")
         if not found:
             return None
@@ -291,8 +278,6 @@ class LocalGRPORecipe:
 
     def cleanup(self) -> None:
         """Finish wandb and stop Ray."""
-        from earthrl.rollout.runtime import RolloutRuntime
-
         if getattr(self, "logger", None) is not None:
             self.logger.finish()
         RolloutRuntime.shutdown(getattr(self, "output_dir", None) and self.output_dir / "workspaces")

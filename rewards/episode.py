@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from earthrl.rewards.outcome import answer_correct
+
 #: Name of EarthRL's final-answer tool; it ends the episode and is not part of the workflow
 #: compared with the reference (TaskSpec.reference excludes it too).
 ANSWER_TOOL = "answer"
@@ -78,8 +80,6 @@ class EpisodeRecord:
             (:func:`earthrl.rewards.outcome.answer_correct`) of ``traj.answer`` against
             ``task["answer"]``.
         """
-        from earthrl.rewards.outcome import answer_correct
-
         calls, turns = [], []
         for turn in traj.turns:
             turn_calls = [dict(c) for c in turn.tool_calls]
@@ -151,8 +151,6 @@ def judge_answer_text(text: str | None, truth: str | dict | None, *, lenient: bo
     if truth is None:
         return None
     if isinstance(truth, dict) and truth.get("kind", "numeric") != "choice":
-        from earthrl.rewards.outcome import answer_correct
-
         m = re.search(r"<Answer>(.*?)</?Answer>", str(text or ""), re.IGNORECASE | re.DOTALL)
         inner = m.group(1) if m else text
         return answer_correct({"value": inner, "unit": ""} if inner else None, truth)

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 from earthrl.rewards.outcome import answer_correct, reference_steps
 from earthrl.rewards.registry import REWARDS
+from earthrl.envs.tools.registry import TOOLS
 
 DATA_OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "vector", "series", "table")
 
@@ -41,8 +42,6 @@ def _share(needed: set, got: set) -> float:
 
 def data_progress(record: dict, task: dict, *, data_output_kinds: Sequence[str] | None = DATA_OUTPUT_KINDS) -> float:
     """P_data ∈ [0, 1]: share of the reference data-flow steps whose tool produced an artifact (see module doc)."""
-    from earthrl.envs.tools.registry import TOOLS
-
     def is_data_step(name: str) -> bool:
         tool = TOOLS.get(name)
         return data_output_kinds is None or tool is None or tool.output_kind in data_output_kinds

@@ -6,6 +6,7 @@ import math
 import re
 
 from earthrl.rewards.registry import REWARDS
+from earthrl.envs.tools.registry import TOOLS
 
 _UNIT_ALIASES = {"%": "percent", "percent": "percent", "pct": "percent", "km2": "km²", "km^2": "km²",
                  "km²": "km²", "m2": "m²", "m^2": "m²", "m²": "m²", "k": "K", "kelvin": "K", "": ""}
@@ -91,8 +92,6 @@ def reference_steps(task: dict, *, drop: tuple[str, ...] = ("answer",)) -> list[
 
 def tool_family(name: str | None) -> str | None:
     """HiRS family ("SPA"|"PRA"|"SAA") of an EarthRL tool, or None for a tool that does not exist."""
-    from earthrl.envs.tools.registry import TOOLS
-
     tool = TOOLS.get(name) if name else None
     return tool.family if tool is not None else None
 

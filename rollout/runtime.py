@@ -12,6 +12,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from earthrl.envs.core.env import MODES, RSEnv
+from earthrl.envs.formats.registry import available_formats
+from earthrl.envs.tools.registry import TOOLS
+from earthrl.envs.tools.toolsets import resolve_toolset
+from earthrl.envs.errors import ConfigError
+from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
+from earthrl.envs.data.catalog import catalog
+from earthrl.envs.kill_points import KILL_ENV, kill_point
+from earthrl.envs.core.pool import EnvPool
+from earthrl.rollout.chat import ChatCodec
+
 # env config keys forwarded to RSEnv (the rest configure the agent loop or the pool)
 ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings", "step_timeout_s")
 
@@ -24,12 +35,6 @@ def env_kwargs(env_cfg: DictConfig) -> dict:
         ConfigError: an unknown key, format, mode or toolset (names the accepted ones).
     """
     import inspect
-
-    from earthrl.envs.core.env import MODES, RSEnv
-    from earthrl.envs.formats.registry import available_formats
-    from earthrl.envs.tools.registry import TOOLS
-    from earthrl.envs.tools.toolsets import resolve_toolset
-    from earthrl.envs.errors import ConfigError
 
     accepted = set(inspect.signature(RSEnv.__init__).parameters) - {"self", "data_root", "workspace"}
     given = OmegaConf.to_container(env_cfg, resolve=True)
@@ -49,8 +54,6 @@ def env_kwargs(env_cfg: DictConfig) -> dict:
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if given.get("action_format") == "codeact":  # refuse before Ray starts, in one line
-        from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
-
         try:
             sandbox_backend(bool(sandbox.get("allow_weaker", False)))
         except SandboxUnavailable as exc:
@@ -64,9 +67,6 @@ def check_task_data(tasks: list[dict], data_root: Path) -> None:
     Raises:
         ConfigError: the first task with unknown scenes, naming them and where they were looked for.
     """
-    from earthrl.envs.core.catalog import catalog
-    from earthrl.envs.errors import ConfigError
-
     scenes = catalog(Path(data_root))
     for task in tasks:
         missing = [s for s in task["data"] if s not in scenes]
@@ -79,8 +79,6 @@ def check_task_data(tasks: list[dict], data_root: Path) -> None:
 async def _kill_after_first_call(client, step: int) -> None:
     """Kill-anywhere test hook (:func:`earthrl.envs.kill_points.kill_point`) in the middle of a rollout."""
     import os
-
-    from earthrl.envs.kill_points import KILL_ENV, kill_point
 
     if os.environ.get(KILL_ENV) != f"rollout:{step}":
         return
@@ -105,8 +103,7 @@ class RolloutRuntime:
         import ray
         from transformers import AutoTokenizer
 
-        from earthrl.envs.core.pool import EnvPool
-        from earthrl.rollout.chat import ChatCodec
+        # lazy: torch at import (hf_engine); config checks import this module
         from earthrl.rollout.engines import make_engine
 
         self.cfg = cfg
@@ -169,7 +166,9 @@ class RolloutRuntime:
             mark their trajectories (:attr:`~earthrl.rollout.trajectory.Trajectory.failure`); a
             dead engine is restarted with the current weights and the rollout goes on.
         """
+        # lazy: torch at import; config checks import this module
         from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+        # lazy: torch at import; config checks import this module
         from earthrl.rollout.hf_engine import SamplingParams
 
         env = self.cfg.env

@@ -25,7 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.tools.registry import TOOLS
+from earthrl.envs.core.mock import register_placeholder
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def map_call(name: str, arguments: dict, tools: dict | None = None) -> dict | No
     argument names pass through unchanged (the schema check then names them)."""
     m = EARTHBENCH_MAP.get(name)
     if tools is None:
-        from earthrl.envs.tools.registry import TOOLS as tools
+        tools = TOOLS
     if m is None or m.tool not in tools:
         return None
     out: dict = dict(m.fixed)
@@ -135,8 +137,6 @@ def replay_mock(env, entry: dict) -> list[dict]:
     Returns:
         one ``{"eb_name", "call", "error", "error_kind", "message"}`` per mapped call.
     """
-    from earthrl.envs.core.mock import register_placeholder
-
     reg: ArtifactRegistry = env.registry
     out = []
     for c in entry["tool_calls"]:

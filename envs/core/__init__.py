@@ -1,3 +1,3 @@
-"""The environment core: RSEnv and its step, artifacts and the data catalogue, parsers and prompts, mock
-execution, verification, the skill tree and its env actions, task files and suites' registry, the EnvPool
-Ray actors, the MCP server, and the step/load/fuzz benchmarks of all of it."""
+"""The environment core: RSEnv and its step, mock execution, verification, the skill tree and its env
+actions, task files and suites' registry, the EnvPool Ray actors, the MCP server, and the
+step/load/fuzz benchmarks of all of it."""

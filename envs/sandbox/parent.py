@@ -65,10 +65,11 @@ from typing import Callable, Sequence
 
 from earthrl.envs.sandbox.bwrap import INSTALL_HINT, bwrap_command, bwrap_probe
 from earthrl.envs.sandbox.cgroup import SandboxCgroup
-from earthrl.envs.sandbox.workspace_fs import workspace_usage
-from earthrl.envs.sandbox.procs import cpu_s as proc_cpu_s
-from earthrl.envs.sandbox.procs import descendants, signal_all, stop_tree
+from earthrl.envs.data.workspace_fs import workspace_usage
+from earthrl.envs.sandbox.procs import cpu_s as proc_cpu_s, descendants, signal_all, stop_tree
 from earthrl.envs.sandbox.seccomp_filter import seccomp_fd
+from earthrl.envs.tools.registry import TOOLS
+from earthrl.envs.sandbox.landlock import landlock_abi
 
 CHILD = Path(__file__).with_name("child.py")
 LANDLOCK = Path(__file__).with_name("landlock.py")
@@ -234,8 +235,6 @@ def sandbox_backend(allow_weaker: bool = False) -> str:
     Raises:
         SandboxUnavailable: neither, and not ``allow_weaker``; one line naming the fix.
     """
-    from earthrl.envs.sandbox.landlock import landlock_abi
-
     ok, why = bwrap_probe()
     if ok:
         return "bwrap"
@@ -333,7 +332,7 @@ class Sandbox:
         self.limits = limits
         self.tool_handler = tool_handler
         if tools is None and tool_handler is not None:
-            from earthrl.envs.tools.registry import TOOLS as tools
+            tools = TOOLS
         self.tool_specs = [tool_spec(t) for t in (tools or {}).values()]
         self.read_roots = [str(Path(r).resolve()) for r in read_roots]
         self.isolate = isolate

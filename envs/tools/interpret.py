@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.mini import compute_index
 from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, load_vector, out_name,

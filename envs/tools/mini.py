@@ -9,7 +9,7 @@ references ``<scene>:<band>`` (e.g. ``LT50350322008110PAC01:b4``) or names of ar
 earlier calls produced. Reflectance bands are read as reflectance 0-1 (stored value x 1/10000,
 nodata -> NaN). Outputs are float32 GeoTIFFs (NaN nodata) or uint8 masks (0/1, 255 nodata)
 written to the episode workspace and registered with their lineage
-(:class:`~earthrl.envs.core.artifacts.ArtifactRegistry`). Output names are deterministic, derived from
+(:class:`~earthrl.envs.data.artifacts.ArtifactRegistry`). Output names are deterministic, derived from
 the inputs, so the same workflow always yields the same names.
 """
 
@@ -25,8 +25,8 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.tools import band_math
-from earthrl.envs.core.artifacts import ToolError
-from earthrl.envs.core.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band, scene_line
+from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.data.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band, scene_line
 from earthrl.envs.tools.common import (  # noqa: F401  (re-exported API)
     ALL_SKILLS, Layer, align as _align, fmt, load_layer, out_name as _out_name,
     same_grid as _same_grid, valid_values, write_raster as _write_raster)
@@ -114,7 +114,7 @@ class QaArgs(Args):
                sensors=["landsat-5", "landsat-7"], output_kind="mask")
 def qa_mask(ctx: ToolContext, args: QaArgs) -> ToolResult:
     """uint8 mask (1 where the Fmask code is in ``classes``, 0 elsewhere, 255 on fill) of a scene's
-    QA band (CFmask codes, :data:`~earthrl.envs.core.catalog.FMASK_CLASSES`).
+    QA band (CFmask codes, :data:`~earthrl.envs.data.catalog.FMASK_CLASSES`).
 
     Raises:
         ToolError: the scene has no Fmask band (Sentinel-2 L1C) or a class code is unknown.
@@ -213,8 +213,8 @@ def compute_index(reg, s, index: str):
 def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
     """Index ``args.index`` of ``args.scene`` from the Awesome Spectral Indices catalogue
     (``spyndex.indices[...]``, ``spyndex.computeIndex``): the index's band symbols (N, R, G, B,
-    S1 ...) map to the scene's bands (:data:`~earthrl.envs.core.catalog.S2_SYMBOLS`,
-    :data:`~earthrl.envs.core.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
+    S1 ...) map to the scene's bands (:data:`~earthrl.envs.data.catalog.S2_SYMBOLS`,
+    :data:`~earthrl.envs.data.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
     C2 ...) take spyndex's defaults, L is 0.5 for SAVI-type indices (:func:`_constant`); coarser S2 bands are replicated to the finest band's grid.
     Writes float32 ``<index>_<scene>`` (NaN where any input is nodata, or 0/0).
 

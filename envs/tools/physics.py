@@ -11,11 +11,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.mini import IndexArgs, spectral_index
 from earthrl.envs.tools.common import (align, fmt, load_layer, out_name, same_grid, valid_values,
                                        write_raster)
+from earthrl.envs.tools.preprocess import to_dataarray
 
 _PG = dict(domain="Physical & GIS Analytics")
 _OPTICAL = ("sentinel-2", "landsat-5", "landsat-7", "landsat-8")
@@ -111,7 +112,7 @@ class LstArgs(Args):
                sensors=["landsat-8", "landsat-7"], valid_range=(180.0, 350.0), **_PG)
 def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
     """Single-channel LST: BT from the thermal band (Landsat 8 B10, Landsat 7 B6_VCID_1) via the
-    MTL K1/K2 (:func:`earthrl.envs.tools.calibration.brightness_temperature`), emissivity ε from the
+    MTL K1/K2 (:func:`earthrl.envs.data.calibration.brightness_temperature`), emissivity ε from the
     scene's TOA NDVI (:func:`ndvi_emissivity`), LST = BT / (1 + (λ·BT/ρ)·ln ε) with λ = 10.895 µm
     (L8 B10) / 11.45 µm (L7 B6), ρ = 14388 µm·K; no atmospheric correction. float32 K, output
     ``lst_<scene>``.
@@ -208,8 +209,6 @@ class HillshadeArgs(TerrainArgs):
 
 
 def _terrain(ctx: ToolContext, name: str, fn, tag: str, units: str, **kw) -> ToolResult:
-    from earthrl.envs.tools.preprocess import to_dataarray
-
     layer = load_layer(ctx.registry, name)
     valid_values(layer, "name")
     out = np.asarray(fn(to_dataarray(layer), **kw).values, dtype=np.float32)

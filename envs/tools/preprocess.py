@@ -12,13 +12,12 @@ import numpy as np
 from affine import Affine
 from pydantic import Field
 
-from earthrl.envs.tools import calibration
-from earthrl.envs.core.artifacts import ToolError
-from earthrl.envs.core.catalog import BQA_BITS, read_band, scene_line
+from earthrl.envs.data import calibration
+from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.data.catalog import BQA_BITS, read_band, scene_line, band_units, reflectance
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.common import (ALL_SKILLS, MAX_RASTER_PIXELS, Layer, call_hash,
-                                       check_raster_size, fmt, load_layer, load_vector, out_name,
-                                       write_raster)
+from earthrl.envs.tools.common import (ALL_SKILLS, MAX_RASTER_PIXELS, Layer, call_hash, check_raster_size,
+                                       fmt, load_layer, load_vector, out_name, write_raster, align)
 
 _DP = dict(domain="Data & Preprocessing", family="SPA")
 _AOI_SKILLS = ("water_flood", "land_cover", "vegetation_drought", "change_trend")
@@ -272,7 +271,7 @@ class CalibArgs(Args):
                skills=["spectral_index", "lst_inversion"], output_kind="raster",
                sensors=["landsat-8", "landsat-7", "sentinel-2"], **_DP)
 def radiometric_calibration(ctx: ToolContext, args: CalibArgs) -> ToolResult:
-    """Calibrate a Level-1 band (:mod:`earthrl.envs.tools.calibration`): Landsat 8/7 from the MTL file —
+    """Calibrate a Level-1 band (:mod:`earthrl.envs.data.calibration`): Landsat 8/7 from the MTL file —
     TOA reflectance (REFLECTANCE_MULT·DN + ADD) / sin(SUN_ELEVATION) (0-1), radiance
     W/(m²·sr·µm), brightness temperature K2/ln(K1/L+1) (K); Sentinel-2 L1C TOA reflectance =
     DN / 10000. Output ``<product>_<scene>_<band>`` float32, NaN on fill.
@@ -315,8 +314,6 @@ def bqa_field(qa: np.ndarray, name: str) -> np.ndarray:
 
 
 def _s2_cloud(s) -> tuple[np.ndarray, Layer]:
-    from earthrl.envs.tools.common import align
-
     names = {"blue": "B02", "green": "B03", "swir": "B11", "cirrus": "B10"}
     ls = align([load_layer_scene(s, b) for b in names.values()])
     blue, green, swir, cirrus = (l.arr for l in ls)
@@ -330,8 +327,6 @@ def _s2_cloud(s) -> tuple[np.ndarray, Layer]:
 
 def load_layer_scene(s, band: str) -> Layer:
     """A band of scene ``s`` as a :class:`Layer` (no registry lookup; the caller checked ``s``)."""
-    from earthrl.envs.core.catalog import band_units, reflectance
-
     arr, meta = reflectance(s, band)
     return Layer(arr, meta["crs"], meta["transform"], band_units(s, band), f"{s.id}:{band}", "band",
                  s.sensor, s.date)

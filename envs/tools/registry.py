@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from earthrl.envs.core.artifacts import ArtifactRegistry
+from earthrl.envs.data.artifacts import ArtifactRegistry
 from earthrl.envs.registry import Registry
 
 DOMAINS = ("Data & Preprocessing", "AI Interpretation", "Spatio-Temporal Analysis",
@@ -26,7 +26,7 @@ FAMILIES = ("SPA", "PRA", "SAA")
 #: the seven skill ids (shared contract of the skill tree, rewards and task suites).
 SKILLS = ("spectral_index", "lst_inversion", "water_flood", "vegetation_drought", "change_trend",
           "land_cover", "cloud_masking")
-#: what a tool returns: an artifact kind (:data:`earthrl.envs.core.artifacts.KINDS`) or a direct value.
+#: what a tool returns: an artifact kind (:data:`earthrl.envs.data.artifacts.KINDS`) or a direct value.
 OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "series", "table", "vector", "image",
                 "number", "metadata", "catalogue", "answer")
 

@@ -9,9 +9,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.common import fmt, load_layer, same_grid, valid_values
+from earthrl.envs.tools.mini import OPS
 
 _SA = dict(domain="Spatio-Temporal Analysis", family="SAA")
 
@@ -75,8 +76,6 @@ def share_above(ctx: ToolContext, args: ShareArgs) -> ToolResult:
     Raises:
         ToolError: all-NaN raster.
     """
-    from earthrl.envs.tools.mini import OPS
-
     layer = load_layer(ctx.registry, args.name)
     v = valid_values(layer, "name")
     n = int(OPS[args.op](v, args.value).sum())

@@ -11,12 +11,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.core.artifacts import ToolError
-from earthrl.envs.core.catalog import read_band
+from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.data.catalog import read_band
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.mini import compute_index
 from earthrl.envs.tools.common import (call_hash, decimal_years, fmt, load_layer, load_series,
                                        out_name, same_grid, write_raster)
+from earthrl.envs.tools.preprocess import bqa_field
 
 _ST = dict(domain="Spatio-Temporal Analysis", family="SAA")
 
@@ -29,7 +30,6 @@ def clear_pixels(s) -> np.ndarray | None:
     raw, _ = read_band(s, s.qa_band)
     if s.qa_kind == "fmask":
         return np.isin(raw, [0, 1])
-    from earthrl.envs.tools.preprocess import bqa_field
 
     bad = (bqa_field(raw, "fill") == 1) | (bqa_field(raw, "cloud") == 1)
     for f in ("cloud_confidence", "cirrus_confidence", "cloud_shadow_confidence"):

@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.core.artifacts import ToolError
+from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.common import (call_hash, fmt, load_layer, load_vector, out_name, parents,
                                        write_vector)

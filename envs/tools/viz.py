@@ -8,8 +8,9 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.common import (align, load_layer, load_series, load_vector,
-                                       out_name, parents, valid_values, write_png)
+from earthrl.envs.tools.common import (align, load_layer, load_series, load_vector, out_name, parents,
+                                       valid_values, write_png, Layer)
+from earthrl.envs.data.artifacts import ToolError
 
 _VZ = dict(domain="Visualization", family="SAA")
 
@@ -25,8 +26,6 @@ def _figure():
 
 def _stretch(arr: np.ndarray, field: str) -> np.ndarray:
     """2-98 % percentile stretch to 0-1 (NaN kept)."""
-    from earthrl.envs.tools.common import Layer
-
     lo, hi = np.percentile(valid_values(Layer(arr, "", None, "", field, "raster"), field), [2, 98])
     return np.clip((arr - lo) / (hi - lo if hi > lo else 1), 0, 1)
 
@@ -60,8 +59,6 @@ def quicklook(ctx: ToolContext, args: QuickArgs) -> ToolResult:
         ToolError: all-NaN raster; unknown colormap (field ``cmap``).
     """
     import matplotlib
-
-    from earthrl.envs.core.artifacts import ToolError
 
     if args.cmap not in matplotlib.colormaps:
         raise ToolError("tool_error", f"cmap: {args.cmap!r} is not a matplotlib colormap; try viridis, RdYlGn")

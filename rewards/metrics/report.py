@@ -12,6 +12,11 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from earthrl.rewards.episode import EpisodeRecord
+from earthrl.rollout.trajectory import Trajectory
+from earthrl.rewards.metrics.compute import compute_all
+from earthrl.rewards.metrics.earthbench import score_run
+
 # metrics shown in the Markdown tables, in order: key -> (label, format)
 TABLE_METRICS = {
     "accuracy": ("Accuracy", "{:.1%}"),
@@ -33,9 +38,6 @@ TABLE_METRICS = {
 
 
 def _records(entries: list[dict], tasks_by_id: dict[str, dict]):
-    from earthrl.rewards.episode import EpisodeRecord
-    from earthrl.rollout.trajectory import Trajectory
-
     out = []
     for e in entries:
         traj = Trajectory.from_dict(e["trajectory"])
@@ -60,8 +62,6 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
         "by_mode": {mode: metrics}, "turns_histogram": {turns: count},
         "tokens_by_format": {format: {"action_tokens", "observation_tokens"}}}``.
     """
-    from earthrl.rewards.metrics.compute import compute_all
-
     records = _records(entries, tasks_by_id)
     refs = {tid: t["reference"] for tid, t in tasks_by_id.items()}
 
@@ -103,8 +103,6 @@ def build_earthbench_report(pred_dir: Path, earthbench: Path, *, mode: str = "ea
     (:func:`earthrl.rewards.metrics.earthbench.score_run`); ``mode="earthbench"`` reproduces
     Earth-Agent's published numbers, ``"earthrl"`` scores all 248 tasks (missing = 0).
     Same shape as :func:`build_report`; the prediction files carry no turns or tokens."""
-    from earthrl.rewards.metrics.earthbench import score_run
-
     res = score_run(Path(pred_dir), Path(earthbench), mode=mode, n_resamples=n_resamples, seed=seed)
     scored = res["metrics"]["accuracy"]["n"]
     return {"n_trajectories": scored, "n_tasks": res["n_tasks"], "metrics_mode": mode, "source": str(pred_dir),

@@ -9,7 +9,7 @@ import pytest
 
 from earthrl.envs.formats.codeact import (CodeActSession, code_blocks, codeact_system_prompt,
                                   parse_codeact, python_signature, truncate)
-from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.sandbox.parent import SandboxLimits
 from earthrl.envs.tools.registry import Args, Tool, ToolResult, openai_schema
 

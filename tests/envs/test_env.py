@@ -7,7 +7,7 @@ import json
 import pytest
 
 from earthrl.envs.core.env import RSEnv, StepResult
-from earthrl.envs.core.prompts import system_prompt
+from earthrl.envs.formats.prompts import system_prompt
 from earthrl.envs.core.tasks import TaskSpec
 
 S2 = "S2_T33UUU_20170216"

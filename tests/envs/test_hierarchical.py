@@ -10,7 +10,7 @@ import pytest
 
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.formats.hierarchical import parse_route
-from earthrl.envs.core.parsers import ActionError
+from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.core.tasks import TaskSpec
 
 LT = "LT50350322008174PAC01"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from earthrl.envs.core.parsers import ActionError, extract_call, parse_json_action
+from earthrl.envs.formats.parsers import ActionError, extract_call, parse_json_action
 
 GOOD = {"name": "spectral_index", "arguments": {"scene": "S2_T33UUU_20170216", "index": "NDVI"}}
 
@@ -78,7 +78,7 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
 
 
 # -- input bounds (issue 9) -------------------------------------------------------------------
-from earthrl.envs.core.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
+from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
                                   count_calls_after_first, first_json_object, strip_fence, tag_body)
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from rasterio.transform import Affine
 
-from earthrl.envs.core.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.sandbox.workspace_fs import UnsafeWorkspaceFile, read_bytes, write_bytes
+from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.data.workspace_fs import UnsafeWorkspaceFile, read_bytes, write_bytes
 from tests.envs.sandbox_kit import HOOK, IndexArgs, NameArgs, assert_serving, fake_tool, run
 from tests.envs.sandbox_kit import make_sandbox  # noqa: F401 (fixture)
 

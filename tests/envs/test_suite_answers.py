@@ -126,7 +126,7 @@ def _decimal_year(iso):
 
 
 def _series(raw, data_root, scenes, index):
-    from earthrl.envs.core.catalog import catalog  # only for the scene dates
+    from earthrl.envs.data.catalog import catalog  # only for the scene dates
 
     cat = catalog(data_root)
     vals = []

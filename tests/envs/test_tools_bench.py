@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from earthrl.envs.core import catalog
+from earthrl.envs.data import catalog
 from earthrl.envs.tools.bench_ndvi import bench_ndvi
 
 

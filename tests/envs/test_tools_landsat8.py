@@ -168,7 +168,7 @@ def test_slope_aspect_hillshade_on_dem(make_env, run, l8_root):
 
 
 def test_catalog_scans_several_roots(l8_root, data_root):
-    from earthrl.envs.core.catalog import catalog
+    from earthrl.envs.data.catalog import catalog
 
     only = catalog([l8_root], siblings=False)
     assert sorted(only) == [L8, "LE07_L1TP_195025_20010730_20170204_01_T1"]

@@ -7,7 +7,7 @@ made. Referring to anything else raises :class:`HallucinatedPathError` (error ki
 ``"hallucinated_path"``), which the env turns into an error observation.
 
 The workspace is shared with the CodeAct sandbox, whose code may plant links in it: every file
-is written and read through :mod:`earthrl.envs.sandbox.workspace_fs` (no link followed, plain files with
+is written and read through :mod:`earthrl.envs.data.workspace_fs` (no link followed, plain files with
 one link only); a planted entry is a ``sandbox_violation`` error.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from earthrl.envs.core.catalog import Scene
-from earthrl.envs.sandbox.workspace_fs import UnsafeWorkspaceFile, check_entry, read_bytes, write_bytes
+from earthrl.envs.data.catalog import Scene
+from earthrl.envs.data.workspace_fs import UnsafeWorkspaceFile, check_entry, read_bytes, write_bytes
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
 #: artifact kind -> file extension in the workspace. Raster kinds are GeoTIFFs: ``raster``

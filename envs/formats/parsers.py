@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from earthrl.envs.tools.registry import TOOLS
+
 #: longest action (characters) any format accepts (a turn of ~8k tokens; ``RSEnv.step`` checks it).
 MAX_ACTION_CHARS = 32_000
 #: deepest JSON nesting (``[``/``{`` levels) of a tool call; real calls nest 3 deep.
@@ -238,7 +240,7 @@ def parse_json_action(text: str, tools: dict | None = None) -> ToolCallAction:
             (names the argument and the tool's arguments).
     """
     if tools is None:
-        from earthrl.envs.tools.registry import TOOLS as tools
+        tools = TOOLS
     call = extract_call(text)
     tool = tools.get(call["name"])
     if tool is None:

