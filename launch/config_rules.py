@@ -18,6 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from earthrl.envs.errors import ConfigError
+from earthrl.models.dtype import DTYPES
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "experiment_name": Text(),
     "model.name": Text(),
     "model.path": Text(null=True),
-    "model.dtype": Text(("bfloat16", "float16", "float32")),
+    "model.dtype": Text(DTYPES),
     "model.gradient_checkpointing": Flag(),
     "*lora.rank": POS_INT,
     "*lora.alpha": POS,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.envs.sandbox.cgroup import pids_controller_root
+from earthrl.models.dtype import cpu_bf16_flags
 from earthrl.models.fetch import _source, is_complete, available_data, available_models
 
 #: the model and data set ``make train`` uses (Makefile MODEL and the default tasks' data).
@@ -157,15 +158,11 @@ def check_caches() -> list[Check]:
 
 
 def check_cpu_bf16() -> Check:
-    """CPU bf16 instructions (avx512_bf16 / amx_bf16): bf16 matmuls are fast, else emulated."""
-    try:
-        flags = next((line.split(":", 1)[1].split() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("flags")), [])
-    except OSError:
-        flags = []
-    have = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    """CPU bf16 instructions (avx512_bf16 / amx_bf16): bf16 matmuls are fast, else emulated;
+    ``model.dtype=auto`` follows the same flags (:func:`earthrl.models.dtype.resolve_dtype`)."""
+    have = cpu_bf16_flags()
     return Check("cpu bf16", bool(have), ", ".join(have) if have else "no avx512_bf16/amx_bf16 (bf16 is emulated, slower)",
-                 "optional: model.dtype=float32 may be faster on this CPU", "optional")
+                 "optional: model.dtype=auto uses float32 on this CPU", "optional")
 
 
 def check_wandb() -> Check:

@@ -36,6 +36,7 @@ from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLog
                                         flat_metrics)
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.models.dtype import resolve_dtype
 from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
@@ -107,7 +108,9 @@ class LocalGRPORecipe:
         lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
                 **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
         self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora)
-        self.policy = Policy(str(self.model_path), lora, dtype=cfg.model.dtype,
+        dtype, why = resolve_dtype(str(cfg.model.dtype))
+        print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why}); learner and engine", flush=True)
+        self.policy = Policy(str(self.model_path), lora, dtype=dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import attach_lora, lora_config
 
 
@@ -52,7 +53,7 @@ class Policy:
     Args:
         model_path: base Hugging Face folder.
         lora: ``{"rank", "alpha", "dropout", "target_modules"}`` (see :func:`earthrl.models.lora.lora_config`).
-        dtype: "bfloat16" or "float32".
+        dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`).
         gradient_checkpointing: trade compute for memory in the backward pass.
         logit_chunk: rows of the LM head per float32 logsumexp chunk.
 
@@ -60,13 +61,14 @@ class Policy:
         FileNotFoundError: if ``model_path`` does not exist.
     """
 
-    def __init__(self, model_path: str, lora: dict, dtype: str = "bfloat16",
+    def __init__(self, model_path: str, lora: dict, dtype: str = "auto",
                  gradient_checkpointing: bool = True, logit_chunk: int = 256) -> None:
         from transformers import AutoModelForCausalLM
 
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
-        base = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype))
+        self.dtype = resolve_dtype(dtype)[0]
+        base = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
         if gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             base.enable_input_require_grads()

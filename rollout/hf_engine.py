@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
+from earthrl.models.dtype import resolve_dtype
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -45,7 +47,8 @@ class HFEngine:
             :func:`earthrl.models.lora.lora_config`), or None when no adapter is trained.
         stop_strings: texts that end a turn too (the action format's closing tag, e.g.
             ``"</tool_call>"``), whether emitted as a special token or as plain text.
-        dtype: "bfloat16" or "float32".
+        dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`,
+            the learner's rule).
         num_threads: torch intra-op threads in this process.
         min_shared_prefix: when the prompts of a batch share at least this many leading
             tokens (the system prompt with the tool schemas), their KV cache is computed once
@@ -56,7 +59,7 @@ class HFEngine:
     """
 
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
-                 stop_strings: list[str] | None = None, dtype: str = "bfloat16", num_threads: int = 2,
+                 stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
                  min_shared_prefix: int = 64) -> None:
         from pathlib import Path
 
@@ -65,7 +68,7 @@ class HFEngine:
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
         torch.set_num_threads(num_threads)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, dtype)).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, resolve_dtype(dtype)[0])).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path) if stop_strings else None
         self.stop_strings = list(stop_strings or [])
         self.lora_scaling = float(lora["alpha"]) / float(lora["rank"]) if lora else None
