@@ -1,4 +1,4 @@
-"""The processes of one sandbox seen from ``/proc``: who they are, their CPU time, stop/continue.
+"""The processes of one sandbox (through psutil): who they are, their CPU time, stop/continue.
 
 Used by :class:`earthrl.envs.sandbox.parent.Sandbox` where no cgroup is available
 (:mod:`earthrl.envs.sandbox.cgroup`), and to find the interpreter's pids to put into its cgroups.
@@ -9,53 +9,39 @@ finds them all.
 
 from __future__ import annotations
 
-import os
 import signal
 
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of ``/proc/<pid>/stat`` after the command name (field 3 onwards), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
+import psutil
 
 
 def descendants(pid: int) -> list[int]:
-    """Pids of every living descendant of ``pid`` (not ``pid`` itself), parents first."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            st = _stat(int(name))
-            if st is not None:
-                children.setdefault(int(st[1]), []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
+    """Pids of every living descendant of ``pid`` (not ``pid`` itself), parents first
+    (``psutil.Process.children(recursive=True)``); [] when ``pid`` is gone."""
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
 
 
 def cpu_s(pids) -> float:
-    """CPU seconds (user + system, all threads, and their waited-for children) of ``pids``."""
-    total = 0
+    """CPU seconds (user + system, all threads, and their waited-for children) of ``pids``
+    (``psutil.Process.cpu_times``; gone ones count 0)."""
+    total = 0.0
     for pid in pids:
-        st = _stat(pid)
-        if st is not None:
-            total += sum(int(x) for x in st[11:15])  # utime stime cutime cstime
-    return total / _TICK
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def signal_all(pids, sig: int) -> None:
     """Send ``sig`` to each of ``pids`` (gone ones are skipped)."""
     for pid in pids:
         try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
+            psutil.Process(pid).send_signal(sig)
+        except psutil.Error:
             pass
 
 

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 
 import earthrl.envs.sandbox.parent as sandbox_mod
 from earthrl.envs.sandbox.parent import Sandbox, SandboxUnavailable, sandbox_backend
-from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving
+from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving, skip_or_fail_without_bwrap
 
 
 @pytest.fixture
@@ -22,8 +22,7 @@ def no_bwrap(monkeypatch):
 
 def test_this_machine_uses_bubblewrap_with_seccomp(tmp_path):
     sandbox_backend.cache_clear()
-    if sandbox_backend() != "bwrap":
-        pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap)")
+    skip_or_fail_without_bwrap(sandbox_backend())
     with Sandbox(tmp_path / "ws", LIMITS) as sb:
         assert_serving(sb)
         iso = sb.isolation

@@ -16,15 +16,14 @@ import uuid
 import pytest
 
 from earthrl.envs.sandbox.parent import SandboxLimits
-from tests.envs.sandbox_kit import HOOK, Handler, assert_serving, make_sandbox, run  # noqa: F401
+from tests.envs.sandbox_kit import HOOK, Handler, assert_serving, make_sandbox, run, skip_or_fail_without_bwrap  # noqa: F401
 
 SIGSYS_KILL = "forbidden system call and the interpreter was killed (killed by SIGSYS)"
 
 
 @pytest.fixture(autouse=True)
 def _needs_bwrap(make_sandbox):
-    if make_sandbox("probe").backend != "bwrap":
-        pytest.skip("bubblewrap cannot run here (apt-get install bubblewrap)")
+    skip_or_fail_without_bwrap(make_sandbox("probe").backend)
 
 
 def refused(res, hook, on_text, off_kind, off_text):
