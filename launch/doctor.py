@@ -20,6 +20,7 @@ from pathlib import Path
 from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.envs.sandbox.cgroup import pids_controller_root
 from earthrl.models.dtype import cpu_bf16_flags
+from earthrl.rollout.vllm_env import vllm_python
 from earthrl.models.fetch import _source, is_complete, available_data, available_models
 
 #: the model and data set ``make train`` uses (Makefile MODEL and the default tasks' data).
@@ -98,6 +99,14 @@ def check_import(module: str, fix: str, level: str = "needed", load: bool = True
                  fix, level)
 
 
+def check_vllm() -> Check:
+    """A Python for the vLLM rollout engine (``cluster.engine=auto`` uses it when found):
+    ``.venv-vllm`` from ``make vllm`` on CPU, or the ``gpu`` extra in this environment."""
+    exe = vllm_python()
+    return Check("vllm", exe is not None, f"engine Python {exe}" if exe else "not found (rollout uses the HF engine)",
+                 "optional, faster rollout: make vllm (CPU) or pip install -e .[gpu] (GPU)", "optional")
+
+
 def check_bwrap() -> Check:
     """bubblewrap installed and able to start a sandbox here (user namespaces allowed)."""
     path = shutil.which("bwrap")
@@ -143,7 +152,7 @@ def check_cgroups() -> Check:
 
 def _fetched(kind: str, name: str) -> tuple[bool, Path]:
     source = _source(kind, name)
-    return is_complete(source.target(), source.marker), source.target()
+    return is_complete(source.target(), source.marker, source.version), source.target()
 
 
 def check_caches() -> list[Check]:
@@ -175,7 +184,7 @@ def check_wandb() -> Check:
 def run_checks() -> list[Check]:
     """All checks, in report order."""
     return [check_python(), *check_torch(), check_import("ray", "make install"),
-            check_import("vllm", "optional: pip install -e .[gpu]", "optional", load=False),
+            check_vllm(),
             check_bwrap(), check_userns(), check_landlock(), check_cgroups(), *check_caches(),
             check_cpu_bf16(), check_wandb()]
 

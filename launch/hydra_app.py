@@ -1,4 +1,4 @@
-"""Hydra entry points of ``earthrl train`` and ``earthrl eval`` (configs in ``conf/``, relative to this file).
+"""Hydra entry points of ``earthrl train``, ``earthrl eval`` and ``earthrl sft`` (configs in ``conf/``, relative to this file).
 
 ``conf/config.yaml`` composes a training job, ``conf/eval.yaml`` an evaluation job; both share
 the config groups (model, tasks, env, algorithm, cluster, logger).
@@ -27,7 +27,7 @@ if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", slug)
 
 # command -> Hydra config name in conf/
-CONFIG_NAMES = {"train": "config", "eval": "eval"}
+CONFIG_NAMES = {"train": "config", "eval": "eval", "sft": "sft"}
 
 
 def _run_or_exit(run: Callable[[DictConfig], object], cfg: DictConfig):
@@ -56,4 +56,12 @@ def eval_main(cfg: DictConfig) -> dict:
     return _run_or_exit(run, cfg)
 
 
-HYDRA_MAINS: dict[str, Callable[[], None]] = {"train": main, "eval": eval_main}
+@hydra.main(config_path="../conf", config_name=CONFIG_NAMES["sft"], version_base="1.3")
+def sft_main(cfg: DictConfig) -> dict:
+    """Run the SFT warm start (:func:`earthrl.launch.sft.run`); returns its summary."""
+    from earthrl.launch.sft import run  # lazy: torch at import, only for `earthrl sft`
+
+    return _run_or_exit(run, cfg)
+
+
+HYDRA_MAINS: dict[str, Callable[[], None]] = {"train": main, "eval": eval_main, "sft": sft_main}

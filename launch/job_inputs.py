@@ -7,14 +7,17 @@ Each function raises :class:`~earthrl.envs.errors.ConfigError` with one line nam
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
-from omegaconf import DictConfig
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_rules import check_config
 from earthrl.rollout.runtime import env_kwargs, check_task_data
 from earthrl.envs.paths import model_dir, data_dir
+from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.tools.registry import TOOLS
 
@@ -30,8 +33,8 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
 
     check_config(cfg, command)
     env_kwargs(cfg.env)
-    if cfg.cluster.engine not in ENGINES:
-        raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: {', '.join(sorted(ENGINES))}")
+    if cfg.cluster.engine != "auto" and cfg.cluster.engine not in ENGINES:
+        raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: auto, {', '.join(sorted(ENGINES))}")
 
 
 def model_path(cfg: DictConfig) -> Path:
@@ -48,14 +51,16 @@ def model_path(cfg: DictConfig) -> Path:
 
 
 def data_root(cfg: DictConfig) -> Path:
-    """The fetched data folder of ``tasks.data``.
+    """The fetched data folder of ``tasks.data`` (it may be absent when the user catalogue,
+    ``earthrl catalog add``, holds the scenes).
 
     Raises:
-        ConfigError: not fetched (names the fetch command).
+        ConfigError: not fetched and no user catalogue (names the fetch and the add command).
     """
     root = data_dir(cfg.tasks.data)
-    if not root.is_dir():
-        raise ConfigError(f"data set {cfg.tasks.data} not found at {root}: run `earthrl fetch data {cfg.tasks.data}`")
+    if not root.is_dir() and not user_index_path().is_file():  # user scenes alone are data too
+        raise ConfigError(f"data set {cfg.tasks.data} not found at {root}: run `earthrl fetch data {cfg.tasks.data}`, "
+                          "or index your own rasters with `earthrl catalog add DIR|STAC_JSON`")
     return root
 
 
@@ -94,3 +99,19 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
     if not tasks:
         raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
     return tasks
+
+
+def start_run_folder(cfg: DictConfig, output_dir: Path) -> dict:
+    """Create ``output_dir``, write the resolved ``config.yaml`` there, seed Python, numpy and torch
+    with ``cfg.seed`` and set ``cluster.torch_threads``; returns the resolved config as a dict
+    (what the loggers record). Shared by ``earthrl train`` and ``earthrl sft``."""
+    import torch  # lazy: torch at import; config checks import this module
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    config_dict = OmegaConf.to_container(cfg, resolve=True)
+    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(int(cfg.cluster.torch_threads))
+    return config_dict

@@ -123,6 +123,10 @@ def validate_job(cfg, command: str) -> None:
         from earthrl.launch.train import LocalGRPORecipe
 
         LocalGRPORecipe(cfg).validate()
+    elif command == "sft":
+        from earthrl.launch.sft import SFTRecipe  # lazy: torch at import, only to check sft overrides
+
+        SFTRecipe(cfg).validate()
     else:
         from earthrl.launch.eval import EvalJob  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 

@@ -10,7 +10,6 @@ Hydra (``conf/``); see README for overrides and sweeps.
 from __future__ import annotations
 
 import json
-import random
 import shutil
 import sys
 import time
@@ -25,21 +24,23 @@ from tqdm import tqdm
 from earthrl.algorithms.estimators import token_advantages
 from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.algorithms.group_filter import outcome_groups
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.models.checkpoint import (save_checkpoint, resolve_resume, load_checkpoint, rng_state,
-                                       set_rng_state, list_checkpoints)
+                                       set_rng_state, list_checkpoints, check_init_checkpoint, load_adapter_weights)
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import fault_counts, FailureGuard
 from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
                                         flat_metrics)
-from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path, start_run_folder
 from earthrl.rollout.runtime import RolloutRuntime
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
+from earthrl.launch.verl_config import verl_job
 
 
 class LocalGRPORecipe:
@@ -76,6 +77,13 @@ class LocalGRPORecipe:
             self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
         except FileNotFoundError as exc:
             raise ConfigError(str(exc)) from exc
+        self.init_from = None
+        if self.cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
+            lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+            try:
+                self.init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
+            except (FileNotFoundError, ValueError) as exc:
+                raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
 
     def validate_algorithm(self) -> None:
         """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group
@@ -95,14 +103,8 @@ class LocalGRPORecipe:
         cfg = self.cfg
         self.validate()
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
-        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self.config_dict = start_run_folder(cfg, self.output_dir)
         shutil.rmtree(self.output_dir / "workspaces", ignore_errors=True)  # what a killed run's episodes left
-        self.config_dict = OmegaConf.to_container(cfg, resolve=True)
-        (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        random.seed(cfg.seed)
-        np.random.seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        torch.set_num_threads(int(cfg.cluster.torch_threads))
 
         # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
         lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
@@ -123,6 +125,9 @@ class LocalGRPORecipe:
         if self.resume_from is not None:
             self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
+        elif self.init_from is not None:
+            load_adapter_weights(self.init_from, self.policy.model)
+            print(f"initialised the adapter from {self.init_from}", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
             truncate_logs(self.output_dir, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
@@ -146,6 +151,46 @@ class LocalGRPORecipe:
         return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, cfg.algorithm.sampling,
                                     cfg.tasks.phrasing, int(cfg.seed), max_turns=cfg.algorithm.max_turns)
 
+    def sample_batch(self, step: int, tasks: list[dict]):
+        """Rollout + score of one step, with DAPO dynamic sampling when ``algorithm.filter_groups.enabled``.
+
+        Without filtering every trajectory enters the update. With it, groups whose outcome
+        (``Scores.correct``) is all-correct or all-wrong are left out of the update
+        (:func:`~earthrl.algorithms.group_filter.outcome_groups`) and fresh tasks, not yet used this step,
+        are sampled until ``tasks.tasks_per_step`` mixed groups are kept or ``max_rounds`` rounds ran.
+
+        Returns:
+            (trajectories of all rounds, summed engine stats, their :class:`Scores`, filter stats with
+            ``keep``: the indices of the trajectories the update uses).
+        """
+        fg = self.cfg.algorithm.get("filter_groups") or {}
+        enabled = bool(fg.get("enabled"))
+        rounds = int(fg.get("max_rounds", 1)) if enabled else 1
+        want, used = len(tasks), {t["id"] for t in tasks}
+        trajs, stats, by_id = [], {}, {}
+        for r in range(rounds):
+            new, s = self.rollout(step, tasks)
+            trajs += new
+            stats = {k: stats.get(k, 0) + v for k, v in s.items()}
+            by_id.update({t["id"]: t for t in tasks})
+            scores = score(trajs, by_id, self.spec)
+            verdicts = outcome_groups([t.group for t in trajs], scores.correct)
+            if not enabled or len(verdicts.kept_groups) >= want or r == rounds - 1:
+                break
+            rng = np.random.default_rng([int(self.cfg.seed), step, r + 1])
+            fresh = [t for t in rng.permutation(len(self.tasks)).tolist() if self.tasks[t]["id"] not in used]
+            tasks = [self.tasks[i] for i in fresh[: want - len(verdicts.kept_groups)]]
+            if not tasks:
+                break
+            used |= {t["id"] for t in tasks}
+        if not enabled:
+            return trajs, stats, scores, {"keep": list(range(len(trajs)))}
+        kept = set(verdicts.kept_groups[:want])
+        keep = [i for i in verdicts.keep if trajs[i].group in kept]
+        return trajs, stats, scores, {
+            "keep": keep, "filter/kept_groups": float(len(kept)), "filter/all_correct_groups": float(len(verdicts.all_correct)),
+            "filter/all_wrong_groups": float(len(verdicts.all_wrong)), "filter/rounds": float(r + 1)}
+
     def train(self) -> list[dict]:
         """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics.
 
@@ -159,28 +204,33 @@ class LocalGRPORecipe:
             done = step + 1
             t0 = time.perf_counter()
             tasks = self.tasks_for_step(step)
-            trajs, engine_stats = self.rollout(step, tasks)
+            trajs, engine_stats, scores, filt = self.sample_batch(step, tasks)
             t_rollout = time.perf_counter() - t0
-            scores = score(trajs, {t["id"]: t for t in tasks}, self.spec)
             advantages = token_advantages(trajs, scores, self.spec)
             t1 = time.perf_counter()
-            loss_m = self.learner.update(pack(trajs, advantages, self.learner.cfg),
-                                         before_step=partial(kill_point, "update", done))
-            self.runtime.push_lora(self.policy.adapter_state_dict())
+            keep = filt.pop("keep")
+            if keep:
+                loss_m = self.learner.update(pack([trajs[i] for i in keep], [advantages[i] for i in keep],
+                                                  self.learner.cfg), before_step=partial(kill_point, "update", done))
+                self.runtime.push_lora(self.policy.adapter_state_dict())
+            else:  # every group filtered out: nothing to learn from this step
+                kill_point("update", done)
+                loss_m = {"logprob_diff": 0.0, "skipped_update": 1.0}
             times = {"rollout": t_rollout, "update": time.perf_counter() - t1, "step": time.perf_counter() - t0}
-            history.append(self.log_step(bar, done, trajs, scores, advantages, loss_m, engine_stats, times))
+            history.append(self.log_step(bar, done, trajs, scores, advantages, loss_m, engine_stats, times, filt))
             self.checkpoint(bar, done)
             self.guard.check(done, trajs)
         bar.close()
         return history
 
     def log_step(self, bar, step: int, trajs, scores: Scores, advantages: list[torch.Tensor], loss_m: dict,
-                 engine_stats: dict, times: dict[str, float]) -> dict:
+                 engine_stats: dict, times: dict[str, float], extra: dict | None = None) -> dict:
         """The log stage of a step: its metrics (and the held-out evaluation when due) to metrics.jsonl
         and wandb, its trajectories to rollouts.jsonl and internal_errors.jsonl, one console line.
         Returns the step's metrics."""
         cfg = self.cfg
-        m = {**self.step_metrics(trajs, scores, advantages, loss_m, engine_stats, times), **fault_counts(trajs)}
+        m = {**self.step_metrics(trajs, scores, advantages, loss_m, engine_stats, times), **fault_counts(trajs),
+             **(extra or {})}
         self.dump_rollouts(step, trajs, scores)
         log_internal_errors(self.output_dir, step, trajs)
         bar.write(format_step(step, int(cfg.trainer.steps), m))
@@ -237,7 +287,11 @@ class LocalGRPORecipe:
         gen_s = engine_stats["generate_s"]
         turns = sum(t.num_turns for t in agent)
         turn_rewards = [r for i in kept for r in scores.turn_rewards[i]]
+        groups = {t.group for t in trajs}
+        signal = {trajs[i].group for i, a in enumerate(advantages) if bool(a.abs().sum() > 0)}
         return {
+            "advantage/groups": float(len(groups)),
+            "advantage/nonzero_groups": float(len(signal)),
             "reward/mean": float(agent_rewards.mean()),
             "reward/std": float(agent_rewards.std(unbiased=False)),
             **({"reward/turn_mean": sum(turn_rewards) / len(turn_rewards)} if turn_rewards else {}),
@@ -286,8 +340,20 @@ class LocalGRPORecipe:
         RolloutRuntime.shutdown(getattr(self, "output_dir", None) and self.output_dir / "workspaces")
 
 
+def run_verl_backend(cfg: DictConfig) -> list[dict]:
+    """``backend=verl``: the local recipe's checks, then :func:`earthrl.launch.verl_config.verl_job`
+    (verl config, memory estimate, dataset, verl's trainer on GPUs). Returns [] (verl logs its own steps)."""
+    recipe = LocalGRPORecipe(cfg)
+    recipe.validate()
+    verl_job(cfg, model_path=recipe.model_path, data_root=recipe.data_root, tasks=recipe.tasks,
+             heldout=recipe.heldout_tasks)
+    return []
+
+
 def run(cfg: DictConfig) -> list[dict]:
     """Validate, set up, train, export and clean up; prints a summary. Returns per-step metrics."""
+    if str(cfg.backend) == "verl":
+        return run_verl_backend(cfg)
     recipe = LocalGRPORecipe(cfg)
     try:
         recipe.setup()

@@ -101,12 +101,39 @@ def resolve_resume(resume: str, root: Path) -> Path | None:
     return path
 
 
-def load_checkpoint(path: Path, policy_model, optimizer: torch.optim.Optimizer) -> int:
-    """Load adapter weights, optimizer and RNG state; returns the completed step count."""
+def check_init_checkpoint(path: Path, lora: dict) -> Path:
+    """Check that ``path`` is a complete checkpoint whose adapter has the LoRA shape ``lora``
+    (``rank``, ``target_modules``) of the run it is to start (``trainer.init_from``).
+
+    Raises:
+        FileNotFoundError: no ``meta.json`` or adapter files there (names the fix).
+        ValueError: the adapter's rank or target modules differ from ``lora`` (names both).
+    """
+    path = Path(path)
+    adapter = path / "adapter"
+    if not (path / "meta.json").is_file() or not (adapter / "adapter_model.safetensors").is_file():
+        raise FileNotFoundError(f"{path}: not a complete checkpoint (meta.json and adapter/adapter_model.safetensors); "
+                                "give a folder like runs/<exp>/checkpoints/step_000003")
+    conf = json.loads((adapter / "adapter_config.json").read_text())
+    if int(conf.get("r", -1)) != int(lora["rank"]) or sorted(conf.get("target_modules") or []) != sorted(lora["target_modules"]):
+        raise ValueError(f"{path}: its adapter has rank {conf.get('r')} on {sorted(conf.get('target_modules') or [])}, "
+                         f"the run's model.lora has rank {lora['rank']} on {sorted(lora['target_modules'])}; "
+                         "set model.lora.rank / model.lora.target_modules to the checkpoint's")
+    return path
+
+
+def load_adapter_weights(path: Path, policy_model) -> None:
+    """Load only the adapter weights of checkpoint ``path`` into ``policy_model`` (no optimizer,
+    step or RNG state: a new run starts from them, ``trainer.init_from``)."""
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    set_peft_model_state_dict(policy_model, load_file(str(path / "adapter" / "adapter_model.safetensors")))
+    set_peft_model_state_dict(policy_model, load_file(str(Path(path) / "adapter" / "adapter_model.safetensors")))
+
+
+def load_checkpoint(path: Path, policy_model, optimizer: torch.optim.Optimizer) -> int:
+    """Load adapter weights, optimizer and RNG state; returns the completed step count."""
+    load_adapter_weights(path, policy_model)
     state = torch.load(path / "trainer_state.pt", weights_only=False)
     optimizer.load_state_dict(state["optimizer"])
     set_rng_state(state["rng"])

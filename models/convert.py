@@ -113,6 +113,7 @@ TINY_LLAMA_SHAPE = {
     "num_hidden_layers": 2,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
+    "head_dim": 64,  # vLLM's CPU attention supports head sizes 32·k, not hidden/heads = 16
     "max_position_embeddings": 8192,
 }
 
@@ -121,7 +122,7 @@ def build_tiny_llama(tokenizer, seed: int = 0, dtype: torch.dtype = torch.bfloat
     """Build the deterministic 2-layer random-weight ``LlamaForCausalLM`` for fast tests.
 
     Shape: :data:`TINY_LLAMA_SHAPE`, ``vocab_size = len(tokenizer)`` (49152 for SmolLM2,
-    ~3.2M parameters), tied embeddings. Weights are drawn under ``torch.manual_seed(seed)``
+    ~3.3M parameters), tied embeddings. Weights are drawn under ``torch.manual_seed(seed)``
     inside a forked RNG (the caller's RNG state is untouched), so two calls with the same
     seed give bit-identical weights.
 

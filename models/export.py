@@ -158,3 +158,35 @@ def export_merged(
         }
         (tmp / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
     return out_dir
+
+
+def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path, lora_alpha: float,
+                        dtype: str | torch.dtype = "bfloat16", overwrite: bool = False) -> Path:
+    """Export a verl checkpoint's LoRA adapter (a peft folder: ``adapter_config.json`` +
+    ``adapter_model.safetensors``, as verl's FSDP checkpoint / model merger writes it) as a merged HF folder.
+
+    verl's merger writes ``lora_alpha`` 0 and does not merge (DESIGN §3): the trained alpha
+    (``actor_rollout_ref.model.lora_alpha``, EarthRL's ``model.lora.alpha``) is given here, written into
+    ``out_dir/adapter/adapter_config.json`` and used for the merge (:func:`export_merged`).
+
+    Raises:
+        ExportError: the adapter files are missing, ``lora_alpha`` is not positive, or as :func:`export_merged`.
+    """
+    import tempfile
+
+    adapter_dir = Path(adapter_dir)
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        if not (adapter_dir / name).is_file():
+            raise ExportError(f"{adapter_dir} has no {name}; point at the lora adapter folder of the verl checkpoint")
+    if not lora_alpha or float(lora_alpha) <= 0:
+        raise ExportError(f"lora_alpha={lora_alpha}: give the alpha the run trained with (model.lora.alpha)")
+    with tempfile.TemporaryDirectory(prefix="earthrl-verl-export-") as tmp:
+        ckpt = Path(tmp)
+        (ckpt / "adapter").mkdir()
+        config = json.loads((adapter_dir / "adapter_config.json").read_text())
+        config["lora_alpha"] = float(lora_alpha)
+        (ckpt / "adapter" / "adapter_config.json").write_text(json.dumps(config, indent=1))
+        (ckpt / "adapter" / "adapter_model.safetensors").symlink_to((adapter_dir / "adapter_model.safetensors").resolve())
+        (ckpt / "meta.json").write_text(json.dumps({"base_model": str(base_model), "step": None,
+                                                    "lora_alpha": float(lora_alpha), "source": "verl"}))
+        return export_merged(ckpt, out_dir, dtype=dtype, overwrite=overwrite)

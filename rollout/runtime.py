@@ -18,7 +18,7 @@ from earthrl.envs.tools.registry import TOOLS
 from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
-from earthrl.envs.data.catalog import catalog
+from earthrl.envs.data.catalog import catalog, missing_hint
 from earthrl.envs.kill_points import KILL_ENV, kill_point
 from earthrl.envs.core.pool import EnvPool
 from earthrl.rollout.chat import ChatCodec
@@ -72,8 +72,7 @@ def check_task_data(tasks: list[dict], data_root: Path) -> None:
         missing = [s for s in task["data"] if s not in scenes]
         if missing:
             raise ConfigError(f"task {task['id']}: field data names scenes {missing} that are not under {data_root} "
-                              "(fetched data sets: `earthrl fetch data NAME`; scene ids: `earthrl serve-tools` "
-                              "or envs.catalog.catalog)")
+                              f"or in the user catalogue: {missing_hint(missing)}")
 
 
 async def _kill_after_first_call(client, step: int) -> None:
@@ -104,7 +103,7 @@ class RolloutRuntime:
         from transformers import AutoTokenizer
 
         # lazy: torch at import (hf_engine); config checks import this module
-        from earthrl.rollout.engines import make_engine
+        from earthrl.rollout.engines import make_engine, resolve_engine
 
         self.cfg = cfg
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
@@ -114,8 +113,12 @@ class RolloutRuntime:
         if not ray.is_initialized():
             ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
                      object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
+        vllm_opts = cfg.cluster.get("vllm") or {}
+        self.engine_name, why = resolve_engine(cfg.cluster.engine, str(vllm_opts.get("python", "auto")))
+        print(f"cluster.engine={cfg.cluster.engine} -> {self.engine_name} ({why})", flush=True)
+        options = OmegaConf.to_container(cfg.cluster.get(self.engine_name) or OmegaConf.create({}), resolve=True)
         self._start_engine = lambda: make_engine(
-            cfg.cluster.engine, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
+            self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
             stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
         self.engine = self._start_engine()
         self._lora_state: dict | None = None

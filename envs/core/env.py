@@ -24,7 +24,7 @@ import numpy as np
 
 from earthrl.envs.tools.arg_checks import argument_problems
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.data.catalog import catalog, scene_line
+from earthrl.envs.data.catalog import catalog, missing_hint, scene_line
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
 from earthrl.envs.formats.parsers import ActionError, check_action_length, validate_arguments
@@ -235,7 +235,8 @@ class RSEnv:
             raise KeyError(f"task {task.id} has no phrasing {phrasing!r}; has {list(task.question)}")
         missing = [s for s in task.data if s not in self.scenes]
         if missing:
-            raise KeyError(f"task {task.id} needs scenes {missing} not found under {self.data_root}")
+            raise KeyError(f"task {task.id} needs scenes {missing} not found under {self.data_root} "
+                           f"or in the user catalogue: {missing_hint(missing)}")
         if self.workspace.exists():
             shutil.rmtree(self.workspace)
         self.workspace.mkdir(parents=True)

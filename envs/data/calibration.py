@@ -3,7 +3,7 @@ USGS Landsat Level-1 Data Product", Landsat 8 Data Users Handbook §5) and of Se
 (ESA Sentinel-2 L1C product specification: TOA reflectance = DN / QUANTIFICATION_VALUE, 10000).
 
 All functions take DN arrays (any integer dtype) and return float32 arrays; fill pixels
-(DN 0 or the file's nodata) become NaN.
+(:func:`fill_mask`: DN 0 or the file's nodata) become NaN.
 """
 
 from __future__ import annotations
@@ -57,11 +57,27 @@ def _key(mtl: dict, name: str, band: str) -> float:
     return float(mtl[k])
 
 
-def _dn(dn: np.ndarray, nodata: float | None) -> tuple[np.ndarray, np.ndarray]:
-    bad = dn == 0
+def zero_is_fill(sensor: str | None, level1: bool) -> bool:
+    """Whether stored value 0 means no data: Sentinel-2 (L1C and L2A both define NO_DATA = 0,
+    ESA S2 product specification) and Landsat Level-1 DN (fill = 0, Landsat 8 Data Users
+    Handbook §5); not surface-reflectance products with their own nodata (Landsat lsts -9999)
+    nor class rasters (MODIS IGBP class 0 is water)."""
+    return sensor == "sentinel-2" or level1
+
+
+def fill_mask(dn: np.ndarray, nodata: float | None = None, *, zero_fill: bool = False) -> np.ndarray:
+    """EarthRL's one no-data rule, for every sensor and tool: True where the stored value is the
+    file's ``nodata`` value, or 0 when ``zero_fill`` (:func:`zero_is_fill`). Every reader of
+    spectral/thermal bands (calibration, ``spectral_index``, ``band_math`` and the tools built on
+    them) turns these pixels into NaN."""
+    bad = dn == 0 if zero_fill else np.zeros(dn.shape, dtype=bool)
     if nodata is not None:
         bad |= dn == nodata
-    return dn.astype(np.float32), bad
+    return bad
+
+
+def _dn(dn: np.ndarray, nodata: float | None) -> tuple[np.ndarray, np.ndarray]:
+    return dn.astype(np.float32), fill_mask(dn, nodata, zero_fill=True)
 
 
 def toa_radiance(dn: np.ndarray, mtl: dict, band: str, nodata: float | None = None) -> np.ndarray:
@@ -112,5 +128,5 @@ def is_thermal(mtl: dict, band: str) -> bool:
 def s2_toa_reflectance(dn: np.ndarray) -> np.ndarray:
     """Sentinel-2 L1C TOA reflectance = DN / 10000 (float32; DN 0 = no data -> NaN)."""
     out = dn.astype(np.float32) / np.float32(S2_QUANTIFICATION)
-    out[dn == 0] = np.nan
+    out[fill_mask(dn, zero_fill=True)] = np.nan
     return out

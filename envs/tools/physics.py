@@ -1,6 +1,7 @@
 """Physical & GIS Analytics tools (SimCRAFT domain; HiRS family PRA): named spectral indices
 (spyndex, through :func:`earthrl.envs.tools.mini.spectral_index`), fractional vegetation cover,
-land-surface temperature (single-channel), TVDI, terrain (xarray-spatial slope/aspect/hillshade),
+land-surface temperature (NDVI^THM emissivity, optional single-channel atmospheric correction),
+TVDI (Sandholt et al. 2002, documented conventions), terrain (xarray-spatial slope/aspect/hillshade),
 zonal statistics and areas per class.
 """
 
@@ -12,9 +13,10 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.data.calibration import parse_mtl
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.mini import IndexArgs, spectral_index
-from earthrl.envs.tools.common import (align, fmt, load_layer, out_name, same_grid, valid_values,
+from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, out_name, same_grid, valid_values,
                                        write_raster)
 from earthrl.envs.tools.preprocess import to_dataarray
 
@@ -88,22 +90,76 @@ def fvc(ctx: ToolContext, args: FvcArgs) -> ToolResult:
 
 #: effective wavelength (µm) of the thermal band used by :func:`land_surface_temperature`.
 THERMAL_WAVELENGTH_UM = {"landsat-8": 10.895, "landsat-7": 11.45}
-RHO_UM_K = 14388.0  # h·c/k_B in µm·K
-EMISSIVITY_SOIL, EMISSIVITY_VEG = 0.97, 0.99
+RHO_UM_K = 14388.0  # second radiation constant h·c/k_B in µm·K
+#: NDVI thresholds of the NDVI^THM method (Sobrino et al. 2004): soil below, full vegetation above.
 NDVI_SOIL, NDVI_VEG = 0.2, 0.5
+#: Sobrino et al. (2004) NDVI^THM: bare soil ε = a + b·ρ_red; mixed ε = m·Pv + n (m, n from
+#: εv = 0.99, εs = 0.97 and the cavity term dε = (1-εs)(1-Pv)·F·εv with F = 0.55); full cover εv.
+SOBRINO_SOIL_A, SOBRINO_SOIL_B = 0.973, -0.047
+SOBRINO_MIX_M, SOBRINO_MIX_N = 0.004, 0.986
+EMISSIVITY_SOIL, EMISSIVITY_VEG = 0.97, 0.99
+#: atmospheric functions ψk = ck1·w² + ck2·w + ck3 (w water vapour, g/cm²) of the generalised
+#: single-channel algorithm: Landsat 8 TIRS B10 (Jiménez-Muñoz et al. 2014, IEEE GRSL 11(10)),
+#: Landsat 7 ETM+ B6 (Jiménez-Muñoz et al. 2009, IEEE TGRS 47(1)).
+PSI_COEFFS = {
+    "landsat-8": ((0.04019, 0.02916, 1.01523), (-0.38333, -1.50294, 0.20324), (0.00918, 1.36072, -0.27514)),
+    "landsat-7": ((0.07593, -0.07132, 1.08565), (-0.61438, -0.70916, -0.19379), (-0.02892, 1.46051, -0.43199)),
+}
+EmissivityMethod = Literal["sobrino2004", "mixture_no_cavity"]
 
 
-def ndvi_emissivity(ndvi: np.ndarray) -> np.ndarray:
-    """Land-surface emissivity by the NDVI threshold method (Sobrino et al. 2004, RSE 90):
-    0.97 where NDVI < 0.2 (soil), 0.99 where NDVI > 0.5 (vegetation), else
-    0.99·Pv + 0.97·(1-Pv) with Pv = ((NDVI-0.2)/(0.5-0.2))² (cavity term neglected). float32."""
+def ndvi_emissivity(ndvi: np.ndarray, red: np.ndarray | None = None,
+                    method: EmissivityMethod = "sobrino2004") -> np.ndarray:
+    """Land-surface emissivity from NDVI, float32 (NaN where NDVI is NaN).
+
+    ``"sobrino2004"`` — the NDVI thresholds method NDVI^THM of Sobrino, Jiménez-Muñoz & Paolini
+    (2004, RSE 90:434-440): NDVI < 0.2 bare soil, ε = 0.973 - 0.047·ρ_red (needs ``red``, TOA
+    reflectance 0-1); 0.2 <= NDVI <= 0.5 mixed, ε = 0.004·Pv + 0.986 with
+    Pv = ((NDVI - 0.2)/(0.5 - 0.2))², i.e. εv·Pv + εs·(1-Pv) + dε with the cavity term
+    dε = (1-εs)(1-Pv)·0.55·εv; NDVI > 0.5 full vegetation, ε = 0.99. Water (NDVI < 0) is
+    treated as soil, as in the paper.
+    ``"mixture_no_cavity"`` — two-component mixture without cavity term,
+    ε = 0.99·Pv + 0.97·(1-Pv), Pv clipped to [0, 1] (EarthRL's rule before issue 13; up to 0.016
+    lower than NDVI^THM, ~1.1 K lower LST at 300 K).
+
+    Raises:
+        ValueError: ``"sobrino2004"`` without ``red``, or an unknown method.
+    """
     pv = np.clip((ndvi - NDVI_SOIL) / (NDVI_VEG - NDVI_SOIL), 0, 1) ** 2
-    eps = EMISSIVITY_VEG * pv + EMISSIVITY_SOIL * (1 - pv)
+    if method == "mixture_no_cavity":
+        eps = EMISSIVITY_VEG * pv + EMISSIVITY_SOIL * (1 - pv)
+    elif method == "sobrino2004":
+        if red is None:
+            raise ValueError("ndvi_emissivity: method 'sobrino2004' needs the red reflectance")
+        eps = np.where(ndvi < NDVI_SOIL, SOBRINO_SOIL_A + SOBRINO_SOIL_B * red,
+                       np.where(ndvi > NDVI_VEG, EMISSIVITY_VEG, SOBRINO_MIX_M * pv + SOBRINO_MIX_N))
+    else:
+        raise ValueError(f"ndvi_emissivity: unknown method {method!r}; use sobrino2004 or mixture_no_cavity")
     return np.where(np.isnan(ndvi), np.nan, eps).astype(np.float32)
 
 
 class LstArgs(Args):
     scene: str = Field(description="Landsat 8/7 Level-1 scene id")
+    emissivity: EmissivityMethod = Field(
+        "sobrino2004", description="NDVI emissivity rule: sobrino2004 (NDVI^THM) or mixture_no_cavity")
+    water_vapour: float | None = Field(
+        None, ge=0, le=6.5, description="column water vapour g/cm2; given, the single-channel "
+        "algorithm with atmospheric functions is used (else no atmospheric correction)")
+
+
+def _single_channel(bt: np.ndarray, eps: np.ndarray, mtl: dict, band: str, sensor: str, w: float,
+                    lam: float) -> np.ndarray:
+    """Generalised single-channel LST (Jiménez-Muñoz & Sobrino 2003, JGR 108(D22); coefficients
+    :data:`PSI_COEFFS`): Ts = γ·[(ψ1·L + ψ2)/ε + ψ3] + δ, γ = T²/(bγ·L), δ = T - T²/bγ,
+    bγ = c2/λ, L the at-sensor radiance from T by the inverse Planck law with the MTL K1/K2."""
+    k = band[1:]
+    k1, k2 = float(mtl[f"K1_CONSTANT_BAND_{k}"]), float(mtl[f"K2_CONSTANT_BAND_{k}"])
+    t = bt.astype(np.float64)
+    rad = k1 / np.expm1(k2 / t)
+    psi = [c1 * w * w + c2 * w + c3 for c1, c2, c3 in PSI_COEFFS[sensor]]
+    b_gamma = RHO_UM_K / lam
+    gamma, delta = t * t / (b_gamma * rad), t - t * t / b_gamma
+    return gamma * ((psi[0] * rad + psi[1]) / eps + psi[2]) + delta
 
 
 @register_tool("land_surface_temperature", args=LstArgs,
@@ -111,11 +167,17 @@ class LstArgs(Args):
                family="PRA", skills=["lst_inversion", "vegetation_drought"], output_kind="raster",
                sensors=["landsat-8", "landsat-7"], valid_range=(180.0, 350.0), **_PG)
 def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
-    """Single-channel LST: BT from the thermal band (Landsat 8 B10, Landsat 7 B6_VCID_1) via the
-    MTL K1/K2 (:func:`earthrl.envs.data.calibration.brightness_temperature`), emissivity ε from the
-    scene's TOA NDVI (:func:`ndvi_emissivity`), LST = BT / (1 + (λ·BT/ρ)·ln ε) with λ = 10.895 µm
-    (L8 B10) / 11.45 µm (L7 B6), ρ = 14388 µm·K; no atmospheric correction. float32 K, output
-    ``lst_<scene>``.
+    """Land-surface temperature (K) of a Landsat 8/7 Level-1 scene.
+
+    BT from the thermal band (Landsat 8 B10, Landsat 7 B6_VCID_1) via the MTL K1/K2
+    (:func:`earthrl.envs.data.calibration.brightness_temperature`); emissivity ε from the
+    scene's TOA NDVI and red reflectance (:func:`ndvi_emissivity`, default NDVI^THM of Sobrino
+    et al. 2004). Without ``water_vapour``: emissivity-corrected BT,
+    LST = BT / (1 + (λ·BT/ρ)·ln ε) (Artis & Carnahan 1982), λ = 10.895 µm (L8 B10) / 11.45 µm
+    (L7 B6), ρ = 14388 µm·K, no atmospheric correction. With ``water_vapour`` w (g/cm²): the
+    generalised single-channel algorithm with atmospheric functions ψ1..ψ3(w)
+    (:func:`_single_channel`). float32 K, output ``lst_<scene>`` (plus ``_<method>``/``_w<w>``
+    for non-default options).
 
     Raises:
         ToolError: the scene has no MTL-calibrated thermal band (Landsat 5/7 lsts, Sentinel-2).
@@ -125,11 +187,18 @@ def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
         raise ToolError("tool_error", f"scene: {s.id} ({s.sensor}) has no thermal band with MTL constants; "
                         "use a Landsat 8/7 Level-1 scene (e.g. LC08_...)")
     bt, red, nir = align([load_layer(ctx.registry, f"{s.id}:{s.symbols[k]}") for k in ("T", "R", "N")])
+    lam = THERMAL_WAVELENGTH_UM[s.sensor]
     with np.errstate(all="ignore"):
         ndvi = (nir.arr - red.arr) / (nir.arr + red.arr)
-        lam = np.float32(THERMAL_WAVELENGTH_UM[s.sensor])
-        lst = bt.arr / (1 + (lam * bt.arr / np.float32(RHO_UM_K)) * np.log(ndvi_emissivity(ndvi)))
-    res = write_raster(ctx, out_name("lst", s.id), lst.astype(np.float32), [bt, red, nir],
+        eps = ndvi_emissivity(ndvi, red.arr, args.emissivity)
+        if args.water_vapour is None:
+            lst = bt.arr / (1 + (np.float32(lam) * bt.arr / np.float32(RHO_UM_K)) * np.log(eps))
+        else:
+            lst = _single_channel(bt.arr, eps.astype(np.float64), parse_mtl(s.mtl), s.symbols["T"],
+                                  s.sensor, args.water_vapour, lam)
+    tags = ([] if args.emissivity == "sobrino2004" else [args.emissivity]) + \
+        ([] if args.water_vapour is None else [f"w{args.water_vapour:g}"])
+    res = write_raster(ctx, out_name("lst", s.id, *tags), lst.astype(np.float32), [bt, red, nir],
                        kind="raster", units="K")
     res.text += f"; mean {fmt(float(np.nanmean(lst)))} K"
     return res
@@ -141,58 +210,121 @@ def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
 class TvdiArgs(Args):
     ndvi: str = Field(description="NDVI artifact")
     lst: str = Field(description="LST artifact (K)")
-    bins: int = Field(10, ge=3, le=100, description="NDVI bins for the edges")
+    bins: int = Field(10, ge=3, le=100, description="equal-width NDVI bins over [ndvi_min, ndvi_max]")
+    ndvi_min: float = Field(0.0, ge=-1, le=1, description="lowest valid NDVI (0 excludes water)")
+    ndvi_max: float = Field(1.0, ge=-1, le=1, description="highest valid NDVI")
+    lst_min: float = Field(273.15, ge=150, le=400, description="lowest valid LST, K (excludes frozen/snow)")
+    lst_max: float = Field(343.15, ge=150, le=400, description="highest valid LST, K")
+    min_pixels: int = Field(5, ge=1, le=100000, description="pixels a bin needs to enter the edge fits")
+    fit: Literal["ols", "theil_sen"] = Field("ols", description="line fit of the per-bin extremes")
+    wet_edge: Literal["min", "fit"] = Field(
+        "min", description="min: horizontal at the lowest bin minimum (Sandholt 2002); fit: a fitted line")
 
 
-def tvdi_edges(ndvi: np.ndarray, lst: np.ndarray, bins: int) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Dry and wet edges ``((a_dry, b_dry), (a_wet, b_wet))`` of the NDVI-LST space (Sandholt
-    et al. 2002): NDVI split into ``bins`` equal-width bins over its valid range; per non-empty
-    bin the max (dry) and min (wet) LST; least-squares lines LST = a + b·NDVI through the bin
-    centres' extremes (``scipy.stats.linregress``).
+#: the conventions of :func:`tvdi_edges` and their defaults (the documented TVDI rule).
+TVDI_DEFAULTS = {k: f.default for k, f in TvdiArgs.model_fields.items() if k not in ("ndvi", "lst")}
+
+
+def tvdi_valid(ndvi: np.ndarray, lst: np.ndarray, ndvi_min: float = 0.0, ndvi_max: float = 1.0,
+               lst_min: float = 273.15, lst_max: float = 343.15) -> np.ndarray:
+    """Boolean mask of the pixels TVDI uses: finite, ndvi_min <= NDVI <= ndvi_max and
+    lst_min <= LST <= lst_max (defaults exclude water, NDVI < 0, and frozen or snow surfaces,
+    LST < 0 °C, and implausibly hot pixels, > 70 °C)."""
+    with np.errstate(invalid="ignore"):
+        return ((ndvi >= ndvi_min) & (ndvi <= ndvi_max) & (lst >= lst_min) & (lst <= lst_max))
+
+
+def tvdi_edges(ndvi: np.ndarray, lst: np.ndarray, bins: int = 10, *, ndvi_min: float = 0.0,
+               ndvi_max: float = 1.0, lst_min: float = 273.15, lst_max: float = 343.15,
+               min_pixels: int = 5, fit: str = "ols", wet_edge: str = "min"
+               ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """Dry and wet edges of the NDVI-LST triangle after Sandholt, Rasmussen & Andersen (2002,
+    RSE 79:213-224): ``((a_dry, b_dry), (a_wet, b_wet), (x_lo, x_hi))`` with LST = a + b·NDVI
+    and ``x_lo..x_hi`` the NDVI span of the bins used.
+
+    Conventions (defaults = :data:`TVDI_DEFAULTS`): pixels outside :func:`tvdi_valid` are left
+    out; ``bins`` equal-width NDVI bins over the *fixed* range [ndvi_min, ndvi_max] (not each
+    scene's own range, so edges of different dates are comparable); a bin enters the fits only
+    with >= ``min_pixels`` pixels; dry edge: line fit (``fit``: ``"ols"`` least squares,
+    ``scipy.stats.linregress``, or ``"theil_sen"``, ``scipy.stats.theilslopes``) of the per-bin
+    maximum LST against the bin centres; wet edge ``"min"``: horizontal at the lowest per-bin
+    minimum (Sandholt's Ts_min), or ``"fit"``: the same line fit of the per-bin minima.
 
     Raises:
-        ToolError: fewer than 3 non-empty bins (``empty_raster``).
+        ToolError: ``empty_raster`` — fewer than 3 bins hold ``min_pixels`` valid pixels (names
+            the counts and what to relax); ``tool_error`` — ndvi_min >= ndvi_max or
+            lst_min >= lst_max; ``tvdi_edges_crossed`` — the dry edge is not above the wet edge
+            everywhere on [x_lo, x_hi] (TVDI would be undefined).
     """
-    from scipy.stats import linregress
+    from scipy.stats import linregress, theilslopes
 
-    ok = np.isfinite(ndvi) & np.isfinite(lst)
+    if ndvi_min >= ndvi_max or lst_min >= lst_max:
+        raise ToolError("tool_error", f"ndvi_min {ndvi_min} / lst_min {lst_min} must be below ndvi_max "
+                        f"{ndvi_max} / lst_max {lst_max}")
+    ok = np.isfinite(ndvi) & np.isfinite(lst) & tvdi_valid(ndvi, lst, ndvi_min, ndvi_max, lst_min, lst_max)
     x, y = ndvi[ok].astype(np.float64), lst[ok].astype(np.float64)
-    if x.size == 0 or x.min() == x.max():
-        raise ToolError("empty_raster", "ndvi/lst: need valid pixels with varying NDVI; use a larger area")
-    edges = np.linspace(x.min(), x.max(), bins + 1)
-    idx = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
-    cx, dry, wet = [], [], []
-    for k in range(bins):
-        sel = idx == k
-        if sel.any():
-            cx.append(0.5 * (edges[k] + edges[k + 1]))
-            dry.append(y[sel].max())
-            wet.append(y[sel].min())
-    if len(cx) < 3:
-        raise ToolError("empty_raster", f"bins: only {len(cx)} NDVI bins hold pixels; lower bins")
-    d, w = linregress(cx, dry), linregress(cx, wet)
-    return (float(d.intercept), float(d.slope)), (float(w.intercept), float(w.slope))
+    edges = np.linspace(ndvi_min, ndvi_max, bins + 1)
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
+    counts = np.bincount(idx, minlength=bins)
+    keep = np.flatnonzero(counts >= min_pixels)
+    if keep.size < 3:
+        raise ToolError("empty_raster", (
+            f"bins: only {keep.size} of {bins} NDVI bins over [{ndvi_min:g}, {ndvi_max:g}] hold >= "
+            f"{min_pixels} valid pixels ({ok.sum()} valid pixels with NDVI in range and LST in "
+            f"[{lst_min:g}, {lst_max:g}] K); use fewer bins, a lower min_pixels, wider ranges or a larger area"))
+    cx = 0.5 * (edges[keep] + edges[keep + 1])
+    dry = np.array([y[idx == k].max() for k in keep])
+    wet = np.array([y[idx == k].min() for k in keep])
+
+    def line(v):
+        if fit == "theil_sen":
+            slope, icpt = theilslopes(v, cx)[:2]
+            return float(icpt), float(slope)
+        r = linregress(cx, v)
+        return float(r.intercept), float(r.slope)
+
+    d = line(dry)
+    w = line(wet) if wet_edge == "fit" else (float(wet.min()), 0.0)
+    lo, hi = float(edges[keep[0]]), float(edges[keep[-1] + 1])
+    gaps = [d[0] + d[1] * v - (w[0] + w[1] * v) for v in (lo, hi)]
+    if min(gaps) <= 0:
+        db = d[1] - w[1]
+        cross = f"at NDVI {(w[0] - d[0]) / db:.3f}" if db else "everywhere"
+        raise ToolError("tvdi_edges_crossed", (
+            f"the dry edge LST={fmt(d[0])}{d[1]:+.6g}*NDVI and the wet edge LST={fmt(w[0])}{w[1]:+.6g}*NDVI "
+            f"cross {cross}, inside the NDVI span [{lo:.3g}, {hi:.3g}] of the bins, so TVDI is undefined; "
+            "use a larger area, fewer bins, a higher min_pixels or wet_edge='min'"))
+    return d, w, (lo, hi)
 
 
 @register_tool("tvdi", args=TvdiArgs, description="Temperature-vegetation dryness index from NDVI and LST.",
                family="PRA", skills=["vegetation_drought", "lst_inversion"], output_kind="raster",
                valid_range=(0.0, 1.0), **_PG)
 def tvdi(ctx: ToolContext, args: TvdiArgs) -> ToolResult:
-    """TVDI = (LST - LST_wet(NDVI)) / (LST_dry(NDVI) - LST_wet(NDVI)) with the edges of
-    :func:`tvdi_edges`, clipped to [0, 1] (0 wet, 1 dry). Output ``tvdi_<lst>``.
+    """TVDI = (LST - LST_wet(NDVI)) / (LST_dry(NDVI) - LST_wet(NDVI)) (Sandholt et al. 2002),
+    with the edges of :func:`tvdi_edges` under the conventions of the arguments (defaults
+    :data:`TVDI_DEFAULTS`: 10 bins over NDVI [0, 1], LST [273.15, 343.15] K, >= 5 pixels per
+    bin, OLS dry edge, horizontal wet edge at Ts_min), clipped to [0, 1] (0 wet, 1 dry); NaN
+    outside the valid masks. Output ``tvdi_<lst>`` (plus a hash of non-default conventions).
 
     Raises:
-        ToolError: NDVI and LST on different grids; too few valid pixels.
+        ToolError: NDVI and LST on different grids; too few valid pixels per bin
+            (``empty_raster``); crossing edges (``tvdi_edges_crossed``).
     """
     n, t = load_layer(ctx.registry, args.ndvi), load_layer(ctx.registry, args.lst)
     same_grid([n, t])
-    (ad, bd), (aw, bw) = tvdi_edges(n.arr, t.arr, args.bins)
+    conv = {k: getattr(args, k) for k in TVDI_DEFAULTS}
+    (ad, bd), (aw, bw), span = tvdi_edges(n.arr, t.arr, **conv)
+    ok = tvdi_valid(n.arr, t.arr, args.ndvi_min, args.ndvi_max, args.lst_min, args.lst_max)
     with np.errstate(all="ignore"):
         wet = aw + bw * n.arr
-        out = np.clip((t.arr - wet) / (ad + bd * n.arr - wet), 0, 1).astype(np.float32)
-    res = write_raster(ctx, out_name("tvdi", t.source), out, [n, t], kind="raster", units="index")
-    res.data.update(dry_edge=[ad, bd], wet_edge=[aw, bw])
-    res.text += f"; dry edge LST={fmt(ad)}+{fmt(bd)}*NDVI, wet edge LST={fmt(aw)}+{fmt(bw)}*NDVI"
+        out = np.clip((t.arr - wet) / (ad + bd * n.arr - wet), 0, 1)
+    out = np.where(ok, out, np.nan).astype(np.float32)
+    custom = {k: v for k, v in conv.items() if k != "bins" and v != TVDI_DEFAULTS[k]}
+    tag = [call_hash(ctx)] if custom else []
+    res = write_raster(ctx, out_name("tvdi", t.source, *tag), out, [n, t], kind="raster", units="index")
+    res.data.update(dry_edge=[ad, bd], wet_edge=[aw, bw], ndvi_span=list(span))
+    res.text += f"; dry edge LST={fmt(ad)}{bd:+.6g}*NDVI, wet edge LST={fmt(aw)}{bw:+.6g}*NDVI"
     return res
 
 
@@ -299,9 +431,9 @@ class ClassAreaArgs(Args):
 @register_tool("class_area", args=ClassAreaArgs, description="Area of each class of a class raster.",
                family="SAA", skills=["land_cover", "water_flood"], output_kind="number", **_PG)
 def class_area(ctx: ToolContext, args: ClassAreaArgs) -> ToolResult:
-    """Area per class value: sum of pixel areas (projected CRS: |det(geotransform)| m²; lat/lon
-    grids such as MODIS: spherical cell areas, :meth:`Layer.pixel_areas`), in km² (default) or
-    m²; nodata skipped. Accepts masks, classes rasters and class bands (``<MODIS scene>:LC_Type1``).
+    """Area per class value: sum of the true cell areas on the ellipsoid of the raster's CRS
+    (:func:`earthrl.envs.tools.area.cell_areas`, exact for lat/lon grids such as MODIS on its
+    Clarke 1866 datum, Web-Mercator and UTM), in km² (default) or m²; nodata skipped. Accepts masks, classes rasters and class bands (``<MODIS scene>:LC_Type1``).
 
     Raises:
         ToolError: not a mask/classes/segments raster (``wrong_kind``), no valid pixels.

@@ -1,5 +1,6 @@
 """Spatio-Temporal Analysis tools (SimCRAFT domain; HiRS family SAA): an index time series over
-the task's scenes (clear pixels only), linear trend (scipy), Mann-Kendall with Sen's slope
+the task's scenes (clear pixels only), a series from any dated rasters or per-date values
+(TVDI, LST ...), linear trend (scipy), Mann-Kendall with Sen's slope
 (pymannkendall), STL decomposition (statsmodels), change points (ruptures) and two-date change
 detection. Series are ``series`` artifacts: JSON ``{"dates", "values", ...}``.
 """
@@ -16,7 +17,7 @@ from earthrl.envs.data.catalog import read_band
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.mini import compute_index
 from earthrl.envs.tools.common import (call_hash, decimal_years, fmt, load_layer, load_series,
-                                       out_name, same_grid, write_raster)
+                                       out_name, parents, same_grid, write_raster)
 from earthrl.envs.tools.preprocess import bqa_field
 
 _ST = dict(domain="Spatio-Temporal Analysis", family="SAA")
@@ -79,6 +80,104 @@ def index_time_series(ctx: ToolContext, args: SeriesArgs) -> ToolResult:
     n_ok = sum(v is not None for v in values)
     return ToolResult(f"saved {art.name} ({len(values)} dates {dates[0]}..{dates[-1]}, {n_ok} with clear px)",
                       {"artifact": art.name, **obj}, art.name)
+
+
+#: statistic of a raster's valid pixels -> numpy reduction (float64).
+SERIES_STATS = {"mean": np.mean, "median": np.median, "min": np.min, "max": np.max, "std": np.std,
+                "sum": np.sum}
+
+
+class RasterSeriesArgs(Args):
+    rasters: list[str] | None = Field(None, min_length=1, max_length=1000,
+                                      description="dated rasters: artifacts (e.g. per-date TVDI, LST) or scene:band")
+    date_values: list[float] | None = Field(None, min_length=1, max_length=1000,
+                                            description="per-date statistics instead of rasters (with dates)")
+    dates: list[str] | None = Field(None, description="ISO dates, one per raster/value; default each raster's date")
+    stat: Literal["mean", "median", "min", "max", "std", "sum"] = "mean"
+    mask: str | None = Field(None, description="mask artifact: only its 1-pixels count")
+    units: str | None = Field(None, max_length=40, description="units of date_values")
+
+
+def _iso(d: str, field: str) -> str:
+    import datetime as dt
+
+    try:
+        return dt.date.fromisoformat(str(d)[:10]).isoformat()
+    except ValueError:
+        raise ToolError("tool_error", f"{field}: {d!r} is not an ISO date (YYYY-MM-DD)") from None
+
+
+def _raster_values(reg, args: RasterSeriesArgs) -> tuple[list, list, list, str, list[str]]:
+    """``(dates, values, valid_px, units, parents)`` of ``args.rasters``."""
+    mask = load_layer(reg, args.mask) if args.mask else None
+    if mask is not None and mask.kind != "mask":
+        raise ToolError("wrong_kind", f"mask: {mask.source} is a {mask.kind}, not a mask; make one with threshold_mask")
+    dates, values, counts, units, layers = [], [], [], set(), []
+    for i, ref in enumerate(args.rasters):
+        layer = load_layer(reg, ref)
+        date = args.dates[i] if args.dates else layer.date
+        if date is None:
+            raise ToolError("tool_error", f"rasters[{i}]: {layer.source} has no date (it mixes dates or has "
+                            "none); pass dates, one per raster")
+        ok = np.isfinite(layer.arr)
+        if mask is not None:
+            same_grid([mask, layer])
+            ok &= mask.arr == 1
+        v = layer.arr[ok].astype(np.float64)
+        dates.append(_iso(date, f"dates[{i}]" if args.dates else f"rasters[{i}] date"))
+        values.append(float(SERIES_STATS[args.stat](v)) if v.size else None)
+        counts.append(int(v.size))
+        units.add(layer.units)
+        layers.append(layer)
+    if len(units) > 1:
+        raise ToolError("tool_error", f"rasters: units differ ({', '.join(sorted(units))}); a series holds one "
+                        "quantity, pass rasters of one product")
+    return dates, values, counts, units.pop(), parents(layers + ([mask] if mask else []))
+
+
+@register_tool("raster_series", args=RasterSeriesArgs,
+               description="Series from dated rasters (any product: TVDI, LST, an index) or per-date values.",
+               skills=["change_trend", "vegetation_drought", "lst_inversion"], output_kind="series", **_ST)
+def raster_series(ctx: ToolContext, args: RasterSeriesArgs) -> ToolResult:
+    """A ``series`` artifact from per-date rasters, so that the trend tools (:func:`linear_trend`,
+    :func:`mann_kendall`, :func:`stl_decompose`, :func:`change_points`) apply to any raster
+    product: for each raster (artifact or ``scene:band``) the ``stat`` (numpy mean, median, min,
+    max, std or sum, float64) of its valid pixels (finite; with ``mask`` only where the mask is 1),
+    dated by ``dates`` or the raster's own date; or ``date_values`` given per date. Entries are
+    sorted by date; a raster without valid pixels gets null. Writes ``series_<stat>_<hash>`` with
+    ``dates``, ``values``, ``sources``, ``valid_px``, ``stat``; units of the rasters.
+
+    Raises:
+        ToolError: neither or both of rasters / date_values; dates of the wrong length or not ISO;
+            a raster without a date; rasters of different units; a mask on another grid.
+    """
+    reg = ctx.registry
+    if (args.rasters is None) == (args.date_values is None):
+        raise ToolError("tool_error", "give rasters (dated rasters) or date_values with dates, not "
+                        f"{'both' if args.rasters else 'neither'}")
+    n = len(args.rasters or args.date_values)
+    if (args.dates is not None or args.date_values is not None) and len(args.dates or []) != n:
+        raise ToolError("tool_error", f"dates: {len(args.dates or [])} dates for {n} "
+                        f"{'rasters' if args.rasters else 'date_values'}; give one date each")
+    if args.rasters:
+        dates, values, counts, units, par = _raster_values(reg, args)
+        sources = [str(r) for r in args.rasters]
+    else:
+        if not all(np.isfinite(args.date_values)):
+            raise ToolError("tool_error", "date_values: every value must be a finite number")
+        dates = [_iso(d, f"dates[{i}]") for i, d in enumerate(args.dates)]
+        values, counts, units, par = [float(v) for v in args.date_values], None, args.units or "value", []
+        sources = None
+    order = sorted(range(n), key=lambda i: dates[i])
+    obj = {"stat": args.stat if args.rasters else "given", "dates": [dates[i] for i in order],
+           "values": [values[i] for i in order]}
+    if sources is not None:
+        obj.update(sources=[sources[i] for i in order], valid_px=[counts[i] for i in order])
+    art = reg.write_json(out_name("series", obj["stat"], call_hash(ctx)), obj, "series", units=units,
+                         parents=par, call=ctx.call)
+    n_ok = sum(v is not None for v in obj["values"])
+    return ToolResult(f"saved {art.name} ({n} dates {obj['dates'][0]}..{obj['dates'][-1]}, {n_ok} valid, "
+                      f"{obj['stat']} in {units})", {"artifact": art.name, "units": units, **obj}, art.name)
 
 
 class SeriesRef(Args):

@@ -173,7 +173,8 @@ def _l1(root, sid, band, mtl, scale="REFLECTANCE"):
 
 def test_landsat_level1_lst_independent(built):
     """Single-channel LST re-implemented from the MTL: L = ML·DN + AL, BT = K2 / ln(K1/L + 1),
-    ε by the NDVI threshold method (Sobrino et al. 2004), LST = BT / (1 + (λ·BT/14388)·ln ε)."""
+    ε by the NDVI threshold method NDVI^THM (Sobrino et al. 2004: 0.973 - 0.047·ρ_red below NDVI
+    0.2, 0.004·Pv + 0.986 up to 0.5, 0.99 above), LST = BT / (1 + (λ·BT/14388)·ln ε)."""
     root = data_dir("landsat8")
     lst_tasks = of(built, "l1_lst_stat")
     spec = {"LC08": ("B10", "B4", "B5", 10.895), "LE07": ("B6_VCID_1", "B3", "B4", 11.45)}
@@ -183,9 +184,11 @@ def test_landsat_level1_lst_independent(built):
         rad = _l1(root, sid, tb, mtl, "RADIANCE")
         k = tb[1:]
         bt = float(mtl[f"K2_CONSTANT_BAND_{k}"]) / np.log(float(mtl[f"K1_CONSTANT_BAND_{k}"]) / rad + 1)
-        ndvi = nd(_l1(root, sid, nb, mtl), _l1(root, sid, rb, mtl))
+        sun = np.sin(np.deg2rad(float(mtl["SUN_ELEVATION"])))  # TOA reflectance, sun-corrected
+        red = _l1(root, sid, rb, mtl) / sun
+        ndvi = nd(_l1(root, sid, nb, mtl) / sun, red)
         pv = np.clip((ndvi - 0.2) / 0.3, 0, 1) ** 2
-        eps = 0.99 * pv + 0.97 * (1 - pv)
+        eps = np.where(ndvi < 0.2, 0.973 - 0.047 * red, np.where(ndvi > 0.5, 0.99, 0.004 * pv + 0.986))
         lst = bt / (1 + (lam * bt / 14388.0) * np.log(eps))
         stats = {"mean": np.nanmean(lst), "median": np.nanmedian(lst), "max": np.nanmax(lst),
                  "min": np.nanmin(lst), "p10": np.nanpercentile(lst, 10), "p90": np.nanpercentile(lst, 90)}

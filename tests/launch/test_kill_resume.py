@@ -19,7 +19,7 @@ import torch
 
 from tests.launch.test_train_e2e import VARYING_REWARD, _adapter, earthrl
 
-ARGS = ["model=tiny-llama", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2", "env.num_workers=1",
+ARGS = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2", "env.num_workers=1",
         "algorithm.sampling.max_new_tokens=8", "logger.mode=disabled", "trainer.heldout.every=0", "trainer.export=false",
         "algorithm.reward=varying_reward:reward", "trainer.steps=3"]
 # (kill point, 1-based step) in the order one run folder goes through them; then a clean finish

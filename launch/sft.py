@@ -1,0 +1,185 @@
+"""`earthrl sft`: LoRA SFT warm start on multi-turn trajectories with per-turn label masks.
+
+``validate → data → setup → train → checkpoint``: the trajectories (``sft.data.path``, or built from
+the train split by the source ``sft.mode`` needs: oracle for ``oracle``, failure-aware for
+``unmasked``/``masked``; :func:`earthrl.launch.sft_data.build_records`) are tokenised with the
+model's chat codec into the agent loop's token layout and labelled per turn
+(:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
+``earthrl train`` take ``epochs × ⌈N / global_batch⌉`` steps of :func:`~earthrl.algorithms.sft_loss.sft_update`
+under the cosine schedule; the checkpoint is written by
+:func:`~earthrl.models.checkpoint.save_checkpoint` (adapter, optimizer, meta), so ``earthrl train
+trainer.init_from=<it>``, ``earthrl eval eval.checkpoint=<it>`` and ``earthrl export <it>`` take it.
+Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (README "Supervised warm start (SFT)").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path, start_run_folder
+from earthrl.launch.sft_data import build_records
+from earthrl.models.checkpoint import save_checkpoint
+from earthrl.models.dtype import resolve_dtype
+from earthrl.models.export import export_merged
+from earthrl.models.policy import Policy
+from earthrl.rollout.chat import ChatCodec
+from earthrl.rollout.run_logger import RunLogger
+from earthrl.rollout.sft_data import read_jsonl, write_jsonl
+from earthrl.rollout.sft_tokens import MASK_MODES, encode
+
+SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
+
+
+class SFTRecipe:
+    """LoRA SFT on one machine (module doc). Args: cfg, the composed ``conf/sft.yaml``."""
+
+    def __init__(self, cfg: DictConfig) -> None:
+        self.cfg = cfg
+
+    def validate(self) -> None:
+        """Check config, model, data, tasks and the data file before anything is written.
+
+        Raises:
+            ConfigError: one line naming the field and the fix.
+        """
+        cfg = self.cfg
+        check_job_config(cfg, "sft")
+        if cfg.sft.mode not in MASK_MODES:
+            raise ConfigError(f"sft.mode={cfg.sft.mode}: use one of {', '.join(MASK_MODES)}")
+        self.model_path = model_path(cfg)
+        self.data_root = data_root(cfg)
+        self.output_dir = Path(cfg.sft.output_dir)
+        path = cfg.sft.data.path
+        if path and not Path(path).is_file():
+            raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "
+                              "--source oracle|failure|teacher --out FILE` or set sft.data.path=null")
+        self.tasks = [] if path else load_tasks(cfg.tasks.name, "train", self.data_root)
+
+    def records(self):
+        """The SFT trajectories: ``sft.data.path``, or built into ``<output_dir>/data/<source>_<format>.jsonl``
+        (reused when that file exists)."""
+        cfg, data = self.cfg, self.cfg.sft.data
+        if data.path:
+            return read_jsonl(Path(data.path)), str(data.path)
+        source = SOURCE_OF_MODE[str(cfg.sft.mode)]
+        n = data.max_tasks
+        cache = self.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
+        if cache.is_file():
+            return read_jsonl(cache), str(cache)
+        tasks = self.tasks[: int(n)] if n else self.tasks
+        t0 = time.perf_counter()
+        recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing))
+        write_jsonl(recs, cache)
+        print(f"sft data: {len(recs)} {source} trajectories from {len(tasks)} train tasks in "
+              f"{time.perf_counter() - t0:.1f}s ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> {cache}",
+              flush=True)
+        return recs, str(cache)
+
+    def setup(self) -> None:
+        """Seed, data, tokenised examples, policy and optimizer."""
+        from transformers import AutoTokenizer  # lazy: transformers at import
+
+        cfg = self.cfg
+        self.validate()
+        self.config_dict = start_run_folder(cfg, self.output_dir)
+        ds = cfg.sft.deepspeed
+        if ds.zero_stage is not None:
+            print(f"sft.deepspeed.zero_stage={ds.zero_stage}: for the cluster backend; the local backend runs "
+                  "without DeepSpeed", flush=True)
+        recs, self.data_file = self.records()
+        tok = AutoTokenizer.from_pretrained(str(self.model_path))
+        self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), tuple(cfg.env.stop_strings),
+                                            max_tokens=int(cfg.sft.data.max_tokens))
+        if not self.examples:
+            raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "
+                              "or build more data")
+        print(f"sft examples ({cfg.sft.mode}): " + ", ".join(f"{k} {v}" for k, v in self.counts.items()), flush=True)
+        dtype, why = resolve_dtype(str(cfg.model.dtype))
+        print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why})", flush=True)
+        lora = OmegaConf.to_container(cfg.model.lora, resolve=True)
+        self.policy = Policy(str(self.model_path), lora, dtype=dtype,
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
+        self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(cfg.sft.lr),
+                                           weight_decay=float(cfg.sft.weight_decay))
+        self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
+                                self.config_dict)
+
+    def batches(self) -> list[list]:
+        """The global batches of every epoch in order (a seeded shuffle per epoch), capped by ``sft.max_steps``."""
+        s = self.cfg.sft
+        out = []
+        for epoch in range(int(s.epochs)):
+            order = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(len(self.examples))
+            gb = int(s.global_batch)
+            out += [[self.examples[i] for i in order[k:k + gb]] for k in range(0, len(order), gb)]
+        return out[: int(s.max_steps)] if s.max_steps else out
+
+    def train(self) -> dict:
+        """Every step of :meth:`batches`; returns the summary (first/last loss, the first batch's loss
+        before and after, seconds)."""
+        s = self.cfg.sft
+        batches = self.batches()
+        total, mb = len(batches), int(s.micro_batch_size)
+        t0 = time.perf_counter()
+        history = []
+        for k, batch in enumerate(batches):
+            t = time.perf_counter()
+            lr = cosine_lr(k, total, float(s.lr), float(s.lr_min), int(s.warmup_steps))
+            m = sft_update(self.policy, self.optimizer, batch, mb, float(s.grad_clip), lr=lr)
+            m["step_s"] = time.perf_counter() - t
+            history.append(m)
+            self.logger.log({f"sft/{key}": v for key, v in m.items()}, step=k + 1)
+            print(f"sft step {k + 1}/{total} | loss {m['loss']:.4f} | lr {lr:.2e} | grad {m['grad_norm']:.3f} | "
+                  f"{int(m['tokens'])} tok | {m['step_s']:.1f}s", flush=True)
+            if int(s.save_every) > 0 and (k + 1) % int(s.save_every) == 0 and k + 1 < total:
+                self.checkpoint(k + 1)
+        after = sft_eval_loss(self.policy, batches[0], mb)
+        summary = {"steps": total, "examples": len(self.examples), "train_s": time.perf_counter() - t0,
+                   "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],
+                   "first_batch_loss_before": history[0]["loss"], "first_batch_loss_after": after,
+                   "data_file": self.data_file, **{f"data/{k}": v for k, v in self.counts.items()}}
+        self.checkpoint_path = self.checkpoint(total)
+        (self.output_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+    def checkpoint(self, step: int) -> Path:
+        """Write ``<output_dir>/checkpoints/step_NNNNNN`` (:func:`~earthrl.models.checkpoint.save_checkpoint`)."""
+        path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                               str(self.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
+        print(f"checkpoint: {path}", flush=True)
+        return path
+
+    def cleanup(self) -> None:
+        """Finish wandb."""
+        if getattr(self, "logger", None) is not None:
+            self.logger.finish()
+
+
+def run(cfg: DictConfig) -> dict:
+    """Validate, build or read data, train, checkpoint (and export with ``sft.export``); returns the summary."""
+    recipe = SFTRecipe(cfg)
+    try:
+        recipe.setup()
+        summary = recipe.train()
+        if cfg.sft.export:
+            summary["export"] = str(export_merged(recipe.checkpoint_path, recipe.output_dir / "export", overwrite=True))
+        print(f"sft: {summary['steps']} steps on {summary['examples']} examples in {summary['train_s']:.0f}s; "
+              f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}; first batch "
+              f"{summary['first_batch_loss_before']:.4f} -> {summary['first_batch_loss_after']:.4f}")
+        print(f"sft checkpoint: {recipe.checkpoint_path}")
+        print(f"next: earthrl train trainer.init_from={recipe.checkpoint_path}  |  "
+              f"earthrl eval eval.checkpoint={recipe.checkpoint_path}")
+        sys.stdout.flush()
+        return summary
+    finally:
+        recipe.cleanup()
+

@@ -1,0 +1,92 @@
+"""The SFT trajectory sources as one call, :func:`build_records` (``earthrl sft`` and ``earthrl sft-data
+build`` both use it): oracle and failure-aware trajectories played in a real
+:class:`~earthrl.envs.core.env.RSEnv` of the config's ``env`` group, teacher rollouts from a rollout engine
+(agent loop) or an OpenAI-compatible endpoint; answers judged with the rewards' check
+(:func:`earthrl.rewards.outcome.answer_correct`), only correct trajectories returned.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import data_root
+from earthrl.rewards.outcome import answer_correct
+from earthrl.rollout.runtime import env_kwargs
+from earthrl.rollout.sft_data import SOURCES, SFTTrajectory, build_oracle
+from earthrl.rollout.sft_failures import build_failure
+from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
+
+TEACHER_ENGINES = ("hf", "vllm", "openai")
+
+
+def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
+    """The RSEnv of the config's ``env`` group (what the agent loop's EnvPool workers build)."""
+    return RSEnv(root, workspace, **env_kwargs(cfg.env))
+
+
+def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
+                  teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
+    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher``) over ``tasks``.
+
+    Args:
+        cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
+        teacher: ``{"engine", "model", "base_url", "api_key", "samples", "temperature", "max_new_tokens",
+            "max_turns"}`` for ``source="teacher"``.
+
+    Raises:
+        ConfigError: an unknown source or teacher engine.
+    """
+    if source not in SOURCES:
+        raise ConfigError(f"source {source!r}: use one of {', '.join(SOURCES)}")
+    root = data_root(cfg)
+    ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
+    if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):
+        return _engine_teacher(cfg, tasks, root, ws, teacher, phrasing)
+    env = make_env(cfg, root, ws / "ws")
+    try:
+        if source == "oracle":
+            return build_oracle(env, tasks, answer_correct, phrasing)
+        if source == "failure":
+            return build_failure(env, tasks, answer_correct, phrasing, seed=seed)
+        t = teacher or {}
+        if t.get("engine") != "openai":
+            raise ConfigError(f"teacher engine {t.get('engine')!r}: use one of {', '.join(TEACHER_ENGINES)}")
+        chat = openai_chat(t["base_url"], t["model"], temperature=float(t.get("temperature", 0.0)),
+                           max_tokens=int(t.get("max_new_tokens", 512)), api_key=t.get("api_key") or "EMPTY")
+        return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), phrasing=phrasing,
+                              max_turns=int(t.get("max_turns") or cfg.env.max_turns),
+                              stop_strings=tuple(cfg.env.stop_strings))
+    finally:
+        env.close()
+
+
+def _engine_teacher(cfg, tasks, root, ws, teacher, phrasing):
+    """Teacher rollouts through the agent loop with a registered engine (``hf`` / ``vllm``)."""
+    from earthrl.launch.job_inputs import model_path  # lazy: only the engine teacher needs the model folder
+    from earthrl.rollout.runtime import RolloutRuntime  # lazy: Ray at start
+
+    path = model_path(cfg)
+    sampling = OmegaConf.create({"temperature": float(teacher.get("temperature", 0.7)), "top_p": 1.0,
+                                 "max_new_tokens": int(teacher.get("max_new_tokens", 128))})
+    runtime = RolloutRuntime(cfg, path, root, ws / "workspaces", lora=None)
+    env = make_env(cfg, root, ws / "ws")
+    try:
+        trajs, _ = runtime.rollout(tasks, int(teacher.get("samples", 1)), 0, sampling, phrasing, int(cfg.seed),
+                                   group_prefix="teacher/", max_turns=teacher.get("max_turns"))
+        by_id = {t["id"]: t for t in tasks}
+        users = {t["id"]: env.reset(TaskSpec.model_validate(t), phrasing) for t in tasks}
+        recs = [from_trajectory(tr, by_id[tr.task_id], system=runtime.system_prompt, user=users[tr.task_id],
+                                action_format=str(cfg.env.action_format), phrasing=phrasing, judge=answer_correct)
+                for tr in trajs if not tr.env_failure]
+    finally:
+        env.close()
+        RolloutRuntime.shutdown(ws / "workspaces")
+    kept = [r for r in recs if r.correct]
+    return kept, {"episodes": len(trajs), "kept": len(kept), "incorrect": len(recs) - len(kept),
+                  "faults": len(trajs) - len(recs)}

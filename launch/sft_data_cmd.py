@@ -1,0 +1,86 @@
+"""``earthrl sft-data build``: write a JSONL of SFT trajectories (oracle, failure-aware or teacher).
+
+    earthrl sft-data build --source oracle  --format json --out data/oracle.jsonl
+    earthrl sft-data build --source failure --format hierarchical --out data/failure.jsonl
+    earthrl sft-data build --source teacher --engine openai --base-url http://127.0.0.1:8000/v1 \\
+        --model Qwen3-32B --samples 2 --out data/teacher.jsonl
+    earthrl sft-data build --source teacher --engine hf --model qwen2.5-coder-0.5b --out data/teacher.jsonl
+
+Every trajectory is played in a real :class:`~earthrl.envs.core.env.RSEnv` (execute mode, the env config
+``conf/env/<format>.yaml``) over the train split of ``--tasks``; answers are judged with the rewards'
+check (:func:`earthrl.rewards.outcome.answer_correct`) and only correct ones are written. ``earthrl sft``
+builds the oracle / failure-aware data itself when ``sft.data.path`` is null (:func:`earthrl.launch.sft_data.build_records`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import data_root, load_tasks
+from earthrl.launch.overrides import CONF_DIR, compose_job
+from earthrl.launch.sft_data import TEACHER_ENGINES, build_records
+from earthrl.rollout.sft_data import SOURCES, write_jsonl
+from earthrl.rollout.sft_teacher import EndpointError
+
+
+def compose_for(action_format: str, overrides: list[str]) -> DictConfig:
+    """The ``earthrl sft`` config with ``env=<action_format>`` and ``overrides`` (for the data CLI)."""
+    from hydra import initialize_config_dir  # lazy: hydra at import; CLI startup stays fast
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose_job("sft", [f"env={action_format}", *overrides])
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``earthrl sft-data``; returns the exit status (2 on a usage error)."""
+    p = argparse.ArgumentParser(prog="earthrl sft-data", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build a JSONL of SFT trajectories")
+    b.add_argument("--source", choices=SOURCES, required=True)
+    b.add_argument("--format", default="json", choices=("json", "codeact", "hierarchical"), help="action format")
+    b.add_argument("--out", type=Path, required=True, help="output JSONL")
+    b.add_argument("--tasks", default="earthrl-mini-core", help="suite or task file (its train split)")
+    b.add_argument("--split", default="train", choices=("train", "test"))
+    b.add_argument("--max-tasks", type=int, default=None, help="first N tasks of the split")
+    b.add_argument("--phrasing", default="IF", choices=("IF", "AP", "OW"))
+    b.add_argument("--seed", type=int, default=0, help="failure-aware: which fault each task gets")
+    b.add_argument("--engine", choices=TEACHER_ENGINES, default="openai", help="teacher: rollout engine or endpoint")
+    b.add_argument("--model", default=None, help="teacher: fetched model name / HF folder (hf, vllm) or the endpoint's model")
+    b.add_argument("--base-url", default=None, help="teacher endpoint, e.g. http://127.0.0.1:8000/v1")
+    b.add_argument("--api-key", default=None, help="teacher endpoint key (default: $OPENAI_API_KEY or EMPTY)")
+    b.add_argument("--samples", type=int, default=1, help="teacher episodes per task")
+    b.add_argument("--temperature", type=float, default=0.7)
+    b.add_argument("--max-new-tokens", type=int, default=256)
+    b.add_argument("--max-turns", type=int, default=None)
+    b.add_argument("overrides", nargs="*", help="Hydra overrides of the sft config (e.g. env.max_obs_chars=600)")
+    args = p.parse_args(argv)
+    try:
+        overrides = [f"tasks.name={args.tasks}", *args.overrides]
+        teacher = None
+        if args.source == "teacher":
+            if args.engine == "openai" and not (args.base_url and args.model):
+                raise ConfigError("--source teacher --engine openai needs --base-url URL and --model NAME")
+            if args.engine in ("hf", "vllm"):
+                overrides.append(f"cluster.engine={args.engine}")
+                if args.model:
+                    overrides.append(f"model.path={args.model}" if "/" in args.model else f"model={args.model}")
+            teacher = {"engine": args.engine, "model": args.model, "base_url": args.base_url,
+                       "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"), "samples": args.samples,
+                       "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
+                       "max_turns": args.max_turns}
+        cfg = compose_for(args.format, overrides)
+        tasks = load_tasks(cfg.tasks.name, args.split, data_root(cfg))[: args.max_tasks]
+        recs, counts = build_records(args.source, cfg, tasks, seed=args.seed, phrasing=args.phrasing, teacher=teacher)
+    except (ConfigError, EndpointError) as exc:
+        print(f"earthrl: error: {exc}", file=sys.stderr)
+        return 2
+    n = write_jsonl(recs, args.out)
+    print(f"{args.source} ({args.format}): {n} trajectories from {len(tasks)} {args.split} tasks -> {args.out}")
+    print("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return 0

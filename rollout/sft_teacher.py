@@ -1,0 +1,128 @@
+"""Teacher rollouts as SFT trajectories, kept only when they end correct.
+
+Two ways in:
+
+- a rollout engine of :data:`earthrl.rollout.engines.ENGINES` (``hf``, ``vllm``) driven by the agent
+  loop (:class:`~earthrl.rollout.runtime.RolloutRuntime`, run by ``earthrl sft-data build --source teacher
+  --engine hf|vllm``): its :class:`~earthrl.rollout.trajectory.Trajectory` records become text records
+  with :func:`from_trajectory`;
+- an OpenAI-compatible chat-completions endpoint (any server with ``POST {base_url}/chat/completions``:
+  vLLM's, llama.cpp's, a hosted API): :func:`endpoint_episode` plays one episode in a real
+  :class:`~earthrl.envs.core.env.RSEnv`, the assistant's text in, the env's observation out as the next
+  user message. It uses the ``openai`` package when it is installed and ``urllib`` otherwise.
+
+A teacher turn is cut after the first stop string of the format (``env.stop_strings``: ``</tool_call>``
+for json), as the engine stops there, so the recorded action is exactly what the env ran.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from earthrl.envs.core.env import RSEnv
+from earthrl.rollout.sft_data import Judge, SFTTrajectory, SFTTurn, finish, start, step
+from earthrl.rollout.trajectory import Trajectory
+
+Chat = Callable[[list[dict]], str]
+"""``chat(messages) -> assistant text`` (OpenAI message dicts in)."""
+
+
+class EndpointError(RuntimeError):
+    """The endpoint could not be reached or answered with something that is not a chat completion."""
+
+
+def cut_at_stop(text: str, stop_strings: tuple[str, ...]) -> str:
+    """``text`` up to and including the first stop string in it (unchanged when none occurs)."""
+    hits = [(text.find(s), s) for s in stop_strings if s and s in text]
+    if not hits:
+        return text
+    pos, s = min(hits)
+    return text[: pos + len(s)]
+
+
+def openai_chat(base_url: str, model: str, *, temperature: float = 0.0, max_tokens: int = 512,
+                api_key: str = "EMPTY", timeout_s: float = 120.0) -> Chat:
+    """A :data:`Chat` over an OpenAI-compatible endpoint.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8000/v1`` (``/chat/completions`` is appended).
+        model: the model name the server knows.
+
+    Raises (when called):
+        EndpointError: connection refused, an HTTP error or a reply without ``choices[0].message.content``.
+    """
+    try:  # the official client when installed
+        import openai  # lazy: optional dependency
+    except ImportError:
+        openai = None
+    if openai is not None:
+        client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s)
+
+        def chat(messages: list[dict]) -> str:
+            try:
+                out = client.chat.completions.create(model=model, messages=messages, temperature=temperature,
+                                                     max_tokens=max_tokens)
+            except openai.OpenAIError as exc:
+                raise EndpointError(f"{base_url}: {exc}") from None
+            return out.choices[0].message.content or ""
+        return chat
+
+    url = base_url.rstrip("/") + "/chat/completions"
+
+    def chat(messages: list[dict]) -> str:
+        body = json.dumps({"model": model, "messages": messages, "temperature": temperature,
+                           "max_tokens": max_tokens}).encode()
+        req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json",
+                                                              "Authorization": f"Bearer {api_key}"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                reply = json.loads(resp.read().decode())
+            return reply["choices"][0]["message"]["content"] or ""
+        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise EndpointError(f"{url}: {type(exc).__name__}: {exc}") from None
+    return chat
+
+
+def endpoint_episode(env: RSEnv, task: dict, chat: Chat, judge: Judge, *, phrasing: str = "IF", max_turns: int = 5,
+                     stop_strings: tuple[str, ...] = ()) -> SFTTrajectory:
+    """One episode of ``task`` with the teacher ``chat`` acting in ``env`` (module doc)."""
+    traj = start(env, task, phrasing, "teacher")
+    messages = [{"role": "system", "content": traj.system}, {"role": "user", "content": traj.user}]
+    for _ in range(max_turns):
+        action = cut_at_stop(chat(messages), stop_strings)
+        res = step(env, traj, action)
+        if res.done:
+            break
+        messages += [{"role": "assistant", "content": action}, {"role": "user", "content": res.observation}]
+    return finish(traj, task, judge)
+
+
+def build_endpoint(env: RSEnv, tasks: list[dict], chat: Chat, judge: Judge, *, samples: int = 1, phrasing: str = "IF",
+                   max_turns: int = 5, stop_strings: tuple[str, ...] = ()) -> tuple[list[SFTTrajectory], dict]:
+    """``samples`` endpoint episodes per task, kept when correct.
+
+    Returns:
+        (kept trajectories, counts ``{"episodes", "kept", "incorrect"}``).
+    """
+    kept, n = [], 0
+    for task in tasks:
+        for _ in range(samples):
+            n += 1
+            traj = endpoint_episode(env, task, chat, judge, phrasing=phrasing, max_turns=max_turns,
+                                    stop_strings=stop_strings)
+            if traj.correct:
+                kept.append(traj)
+    return kept, {"episodes": n, "kept": len(kept), "incorrect": n - len(kept)}
+
+
+def from_trajectory(traj: Trajectory, task: dict, *, system: str, user: str, action_format: str, phrasing: str,
+                    judge: Judge) -> SFTTrajectory:
+    """A rollout engine's trajectory (agent loop) as a text record, judged against ``task``."""
+    rec = SFTTrajectory(task_id=traj.task_id, source="teacher", action_format=action_format, phrasing=phrasing,
+                        system=system, user=user, answer=traj.answer,
+                        turns=[SFTTurn(action=t.response_text, observation=t.observation, error=t.error,
+                                       error_kind=t.error_kind, role=t.role) for t in traj.turns])
+    return finish(rec, task, judge)

