@@ -17,6 +17,7 @@ from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_rules import check_config
 from earthrl.rollout.runtime import env_kwargs, check_task_data
 from earthrl.envs.paths import model_dir, data_dir
+from earthrl.models.fetch import available_models
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.tools.registry import TOOLS
@@ -33,6 +34,10 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
 
     check_config(cfg, command)
     env_kwargs(cfg.env)
+    vllm_py = str((cfg.cluster.get("vllm") or {}).get("python", "auto"))
+    if cfg.cluster.engine in ("auto", "vllm") and vllm_py != "auto" and not Path(vllm_py).is_file():
+        raise ConfigError(f"cluster.vllm.python={vllm_py} does not exist; point it at a Python with vLLM "
+                          "(e.g. .venv-vllm/bin/python after `make vllm`) or use cluster.vllm.python=auto")
     if cfg.cluster.engine != "auto" and cfg.cluster.engine not in ENGINES:
         raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: auto, {', '.join(sorted(ENGINES))}")
 
@@ -45,8 +50,12 @@ def model_path(cfg: DictConfig) -> Path:
     """
     path = Path(cfg.model.path) if cfg.model.path else model_dir(cfg.model.name)
     if not (path / "config.json").is_file():
-        raise ConfigError(f"model {cfg.model.name} not found at {path}: run `earthrl fetch model {cfg.model.name}` "
-                          "or set model.path")
+        if cfg.model.path:
+            raise ConfigError(f"model.path={cfg.model.path} has no config.json: point it at a Hugging Face model "
+                              "folder (config.json, safetensors, tokenizer)")
+        fix = (f"run `earthrl fetch model {cfg.model.name}` or set model.path" if cfg.model.name in available_models()
+               else f"set model.path to your local Hugging Face folder of {cfg.model.name} (it is never fetched)")
+        raise ConfigError(f"model {cfg.model.name} not found at {path}: {fix}")
     return path
 
 

@@ -198,6 +198,13 @@ def verl_job(cfg: DictConfig, *, model_path: Path, data_root: Path, tasks: list[
     print(est.lines(), flush=True)
     check_fits(est)
     if not bool(cfg.trainer.verl_dry_run):
+        import torch  # lazy: only when verl would start
+
+        if not torch.cuda.is_available():  # before anything is written
+            print(OmegaConf.to_yaml(vc, resolve=True), flush=True)
+            raise ConfigError("backend=verl needs CUDA GPUs (verl has no CPU rollout backend); the verl config above "
+                              "is composed and checked: run on a GPU node (README: Cluster training), or use "
+                              "backend=local (trainer.verl_dry_run=true only prints it)")
         write_verl_dataset(tasks, train_file)
         write_verl_dataset(heldout or tasks[:1], val_file)
     run_verl(cfg, vc)

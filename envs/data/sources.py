@@ -367,7 +367,7 @@ def _stac_items(path: Path) -> list:
         obj = pystac.read_file(str(path), stac_io=io)
     except SourceError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, pystac.STACError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, pystac.STACError, pystac.errors.STACTypeError) as exc:
         raise SourceError(f"{path}: not a STAC item, item collection, collection or catalogue "
                           f"({type(exc).__name__}: {str(exc)[:160]})") from None
     if isinstance(obj, pystac.Item):

@@ -80,7 +80,7 @@ def test_unknown_model_fails_with_one_line_and_writes_nothing(tmp_path):
     proc = earthrl("train", "model=nope", cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert proc.stderr == ("earthrl: error: Could not find 'model/nope'; choose one of: "
-                           "qwen2.5-coder-0.5b, smollm2-135m, tiny-llama\n")
+                           "qwen2.5-coder-0.5b, qwen3-4b, qwen3-8b, smollm2-135m, tiny-llama\n")
     assert list(tmp_path.iterdir()) == []
 
 
