@@ -18,6 +18,7 @@ from earthrl.launch.config_rules import check_config
 from earthrl.rollout.runtime import env_kwargs, check_task_data
 from earthrl.envs.paths import model_dir, data_dir
 from earthrl.models.fetch import available_models
+from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.tools.registry import TOOLS
@@ -34,10 +35,11 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
 
     check_config(cfg, command)
     env_kwargs(cfg.env)
-    vllm_py = str((cfg.cluster.get("vllm") or {}).get("python", "auto"))
-    if cfg.cluster.engine in ("auto", "vllm") and vllm_py != "auto" and not Path(vllm_py).is_file():
-        raise ConfigError(f"cluster.vllm.python={vllm_py} does not exist; point it at a Python with vLLM "
-                          "(e.g. .venv-vllm/bin/python after `make vllm`) or use cluster.vllm.python=auto")
+    if cfg.cluster.engine in ("auto", "vllm"):
+        try:  # the engine's own check, before anything is written or started
+            vllm_python(str((cfg.cluster.get("vllm") or {}).get("python", "auto")))
+        except EngineUnavailable as exc:
+            raise ConfigError(str(exc)) from None
     if cfg.cluster.engine != "auto" and cfg.cluster.engine not in ENGINES:
         raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: auto, {', '.join(sorted(ENGINES))}")
 

@@ -167,13 +167,14 @@ class LocalGRPORecipe:
         enabled = bool(fg.get("enabled"))
         rounds = int(fg.get("max_rounds", 1)) if enabled else 1
         want, used = len(tasks), {t["id"] for t in tasks}
-        trajs, stats, by_id = [], {}, {}
+        trajs, stats, scores = [], {}, Scores([], [], [])
         for r in range(rounds):
             new, s = self.rollout(step, tasks)
             trajs += new
             stats = {k: stats.get(k, 0) + v for k, v in s.items()}
-            by_id.update({t["id"]: t for t in tasks})
-            scores = score(trajs, by_id, self.spec)
+            fresh_scores = score(new, {t["id"]: t for t in tasks}, self.spec)  # rewards are per trajectory
+            scores = Scores(scores.reward + fresh_scores.reward, scores.turn_rewards + fresh_scores.turn_rewards,
+                            scores.correct + fresh_scores.correct)
             verdicts = outcome_groups([t.group for t in trajs], scores.correct)
             if not enabled or len(verdicts.kept_groups) >= want or r == rounds - 1:
                 break

@@ -19,7 +19,6 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -33,7 +32,7 @@ from pathlib import Path
 import torch
 
 from earthrl.models.dtype import resolve_dtype
-from earthrl.models.lora import DEFAULT_TARGET_MODULES
+from earthrl.models.lora import lora_config
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 
@@ -47,7 +46,8 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
         state_dict: peft ``get_peft_model_state_dict`` keys (``…<module>.lora_A.weight`` of shape
             (r, in), ``…lora_B.weight`` of shape (out, r)), any float dtype.
         lora: ``{"rank", "alpha", "target_modules"?}`` of the learner's adapter; ``alpha`` is written
-            as ``lora_alpha`` (never 0: DESIGN §3's merger bug).
+            as ``lora_alpha`` (never 0: DESIGN §3's merger bug; :func:`earthrl.models.lora.lora_config`
+            refuses it).
         folder: created; must not exist.
 
     Returns:
@@ -59,11 +59,11 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
     save_file({k: v.detach().to("cpu").contiguous() for k, v in state_dict.items()},
               str(folder / "adapter_model.safetensors"))
     targets = sorted({k.split(".lora_A.")[0].rsplit(".", 1)[-1] for k in state_dict if ".lora_A." in k})
-    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": int(lora["rank"]),
-              "lora_alpha": float(lora["alpha"]), "lora_dropout": 0.0, "bias": "none",
-              "target_modules": targets or list(lora.get("target_modules") or DEFAULT_TARGET_MODULES),
-              "base_model_name_or_path": base_model}
-    (folder / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    config = lora_config(rank=int(lora["rank"]), alpha=lora["alpha"], dropout=0.0,
+                         target_modules=targets or lora.get("target_modules"))
+    config.base_model_name_or_path = base_model
+    config.target_modules = sorted(config.target_modules)  # peft holds a set: a stable file, run to run
+    config.save_pretrained(str(folder))  # peft's own adapter_config.json
     return folder
 
 

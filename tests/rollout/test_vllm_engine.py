@@ -6,7 +6,6 @@ a plain ``pytest`` without ``make vllm`` skips them, saying so.
 """
 
 import asyncio
-import os
 
 import pytest
 import torch
@@ -22,17 +21,9 @@ from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import HFEngine, SamplingParams
 from earthrl.rollout.vllm_engine import EngineUnavailable, VLLMEngine, write_adapter
 
-from ..conftest import InProcessActor
+from ..conftest import InProcessActor, require_vllm
 
 LORA = {"rank": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
-
-
-def _need_vllm():
-    if vllm_env.vllm_python() is None:
-        msg = "no Python with vLLM: run `make vllm`"
-        if os.environ.get("EARTHRL_REQUIRE_VLLM") == "1":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +33,7 @@ def codec(tiny_model):
 
 @pytest.fixture(scope="module")
 def engine(tiny_model, codec):
-    _need_vllm()
+    require_vllm()
     eng = VLLMEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=LORA, dtype="float32", num_threads=2,
                      max_model_len=4096, cpu_memory_gib=1.0, enforce_eager=True)
     yield eng
