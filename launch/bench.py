@@ -4,7 +4,7 @@ Speed goals live here, never in timed tests. A suite is a list of named measurem
 each a function returning a flat dict of numbers; the suite registry maps a name to them:
 
     env         NDVI tool path vs bare numpy over a 10980×10980 uint16 pair (goal ratio ≤ 1.3),
-                step overhead through an EnvPool actor (goal median ≤ 5 ms),
+                step overhead through an EnvPool actor (goal median ≤ 2 ms, idle machine),
                 CodeAct sandbox start-up and per-exec overhead
     algorithms  rewards + advantages for 1024 trajectories × 8192 tokens
                 (goal < 1% of a default training step)

@@ -51,6 +51,10 @@ def _sft(argv: list[str]) -> None:
     _hydra("sft", argv)
 
 
+def _learn(argv: list[str]) -> None:
+    _hydra("learn", argv)
+
+
 def _sft_data(argv: list[str]) -> None:
     from earthrl.launch.sft_data_cmd import main as sft_data_main  # lazy: entry point; CLI startup stays fast
 
@@ -89,15 +93,26 @@ def _export(argv: list[str]) -> None:
     from pathlib import Path
 
     # lazy: torch at import; CLI startup stays fast
-    from earthrl.models.export import ExportError, export_merged
+    from earthrl.models.export import ExportError, export_merged, export_verl_adapter
 
     parser = argparse.ArgumentParser(prog="earthrl export", description="Merge a checkpoint's LoRA adapter into a plain HF folder.")
-    parser.add_argument("checkpoint", type=Path, help="a checkpoint folder, e.g. runs/<exp>/checkpoints/step_000003")
+    parser.add_argument("checkpoint", type=Path, help="an EarthRL checkpoint folder (runs/<exp>/checkpoints/step_000003), "
+                        "or a verl checkpoint's LoRA adapter folder (with --base-model and --lora-alpha)")
     parser.add_argument("out", type=Path, help="output folder (safetensors + tokenizer)")
+    parser.add_argument("--base-model", help="verl adapter: the base HF folder the run trained (model.path)")
+    parser.add_argument("--lora-alpha", type=float, help="verl adapter: the alpha the run trained with "
+                        "(model.lora.alpha; verl's merger writes 0)")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
+    verl = (args.checkpoint / "adapter_config.json").is_file() and not (args.checkpoint / "meta.json").is_file()
     try:
-        print(export_merged(args.checkpoint, args.out, overwrite=args.overwrite))
+        if verl:
+            if not args.base_model or args.lora_alpha is None:
+                _fail(f"{args.checkpoint} is a verl LoRA adapter folder: also give --base-model <HF folder> and "
+                      "--lora-alpha <the run's model.lora.alpha>")
+            print(export_verl_adapter(args.checkpoint, args.out, args.base_model, args.lora_alpha, overwrite=args.overwrite))
+        else:
+            print(export_merged(args.checkpoint, args.out, overwrite=args.overwrite))
     except ExportError as exc:
         _fail(str(exc))
 
@@ -134,7 +149,7 @@ def _doctor(argv: list[str]) -> None:
     raise SystemExit(doctor_main(argv))
 
 
-COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "bench": _bench,
+COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "bench": _bench,
             "serve-tools": _serve_tools, "doctor": _doctor, "audit": _audit}
 
 

@@ -258,6 +258,19 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "eval.resume": Flag(),
     "eval.output_dir": Text(null=True),
     "trainer.init_from": Text(null=True),  # an SFT (or any) checkpoint whose adapter weights start the run
+    "trainer.warm_start": Text(null=True),  # a conf/sft preset, checked by launch/warm_start.py
+    "learn.name": Text(),
+    "learn.model": Text(),
+    "learn.tasks": Text(),
+    "learn.env": Text(("json", "codeact", "hierarchical")),
+    "learn.heldout_split": SPLIT,
+    "learn.warm_start": Text(),  # a conf/sft preset, checked by launch/learn.py
+    "learn.compare_modes": ListOf(Text(("oracle", "unmasked", "masked"))),
+    "learn.common.*": Free(),  # each stage's settings are checked by that stage's own rules, before the first starts
+    "learn.grpo.*": Free(),
+    "learn.eval.*": Free(),
+    "learn.bootstrap": NONNEG_INT,
+    "learn.output_dir": Text(),
     "sft.name": Text(),
     "sft.mode": Text(("oracle", "unmasked", "masked")),
     "sft.data.path": Text(null=True),
@@ -287,7 +300,8 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
 #: sections each command needs (a deleted section, ``~algorithm``, is refused).
 SECTIONS = {"train": ("model", "tasks", "env", "algorithm", "cluster", "logger", "trainer"),
             "eval": ("model", "tasks", "env", "cluster", "logger", "eval", "sampling"),
-            "sft": ("model", "tasks", "env", "cluster", "logger", "sft")}
+            "sft": ("model", "tasks", "env", "cluster", "logger", "sft"),
+            "learn": ("learn",)}
 
 
 def rule_for(key: str):

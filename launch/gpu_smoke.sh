@@ -41,5 +41,5 @@ print(f"served export: {n} tokens in {time.perf_counter() - t:.2f}s = {n / (time
 PYEOF
 kill $MEM_PID 2>/dev/null || true
 echo "verl steps: $((t2 - t1)) s for 2 steps (install+fetch $((t1 - t0)) s); step timings from verl:"
-grep -o "timing_s/step:[0-9.]*\|perf/throughput:[0-9.]*" "$OUT.train.log" | tail -4 || true
+grep -o "timing_s/step:[0-9.]*\|perf/throughput:[0-9.]*\|time/[a-z_]*_s:[0-9.]*\|perf/gen_tokens_per_s_per_gpu:[0-9.]*\|perf/gpu_mem_peak_gib:[0-9.]*" "$OUT.train.log" | tail -16 || true
 echo "GPU memory peak: $(sort -n "$OUT.mem" | tail -1) MiB; total $(( $(date +%s) - t0 )) s"

@@ -27,7 +27,7 @@ if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", slug)
 
 # command -> Hydra config name in conf/
-CONFIG_NAMES = {"train": "config", "eval": "eval", "sft": "sft"}
+CONFIG_NAMES = {"train": "config", "eval": "eval", "sft": "sft", "learn": "learn"}
 
 
 def _run_or_exit(run: Callable[[DictConfig], object], cfg: DictConfig):
@@ -64,4 +64,12 @@ def sft_main(cfg: DictConfig) -> dict:
     return _run_or_exit(run, cfg)
 
 
-HYDRA_MAINS: dict[str, Callable[[], None]] = {"train": main, "eval": eval_main, "sft": sft_main}
+@hydra.main(config_path="../conf", config_name=CONFIG_NAMES["learn"], version_base="1.3")
+def learn_main(cfg: DictConfig) -> dict:
+    """Run the learning recipe (:func:`earthrl.launch.learn.run`); returns its learning curve."""
+    from earthrl.launch.learn import run  # lazy: metrics and scipy, only for `earthrl learn`
+
+    return _run_or_exit(run, cfg)
+
+
+HYDRA_MAINS: dict[str, Callable[[], None]] = {"train": main, "eval": eval_main, "sft": sft_main, "learn": learn_main}

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.override_text import CONF_DIR  # noqa: F401 - re-exported: tests and callers take it from here
 from earthrl.launch.hydra_app import CONFIG_NAMES  # importing it registers the ${slug:…} resolver
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def one_line(exc: Exception) -> str:
@@ -127,6 +127,16 @@ def validate_job(cfg, command: str) -> None:
         from earthrl.launch.sft import SFTRecipe  # lazy: torch at import, only to check sft overrides
 
         SFTRecipe(cfg).validate()
+    elif command == "learn":
+        from earthrl.launch.learn import LearnRecipe  # lazy: metrics and scipy, only to check learn overrides
+
+        recipe = LearnRecipe(cfg)
+        recipe.validate()
+        for stage, (name, overrides) in recipe.stage_jobs().items():  # every stage's own checks, up front
+            try:
+                validate_job(compose_job(CONFIG_NAMES[name], overrides), name)
+            except ConfigError as exc:
+                raise ConfigError(f"learn stage '{stage}' (earthrl {name}): {exc}") from None
     else:
         from earthrl.launch.eval import EvalJob  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 

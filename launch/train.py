@@ -36,11 +36,13 @@ from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLog
                                         flat_metrics)
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path, start_run_folder
 from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
 from earthrl.launch.verl_config import verl_job
+from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 
 
 class LocalGRPORecipe:
@@ -84,6 +86,11 @@ class LocalGRPORecipe:
                 self.init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
             except (FileNotFoundError, ValueError) as exc:
                 raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
+        self.warm_start = None  # a conf/sft preset whose (cached) SFT checkpoint starts the run
+        preset = cfg.trainer.get("warm_start")
+        if preset and self.init_from is None and self.resume_from is None:
+            warm_start_folder(cfg, str(preset))  # the preset exists
+            self.warm_start = str(preset)
 
     def validate_algorithm(self) -> None:
         """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group
@@ -103,7 +110,13 @@ class LocalGRPORecipe:
         cfg = self.cfg
         self.validate()
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
+        if self.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
+            lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+            self.init_from = check_init_checkpoint(ensure_warm_start(cfg, self.warm_start), lora)
         self.config_dict = start_run_folder(cfg, self.output_dir)
+        if self.init_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
+            (self.output_dir / "init_from.json").write_text(json.dumps(
+                {"checkpoint": str(self.init_from), "warm_start": self.warm_start}, indent=2))
         shutil.rmtree(self.output_dir / "workspaces", ignore_errors=True)  # what a killed run's episodes left
 
         # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
@@ -161,18 +174,22 @@ class LocalGRPORecipe:
 
         Returns:
             (trajectories of all rounds, summed engine stats, their :class:`Scores`, filter stats with
-            ``keep``: the indices of the trajectories the update uses).
+            ``keep``: the indices of the trajectories the update uses); :attr:`score_s` is set to the seconds
+            spent scoring.
         """
         fg = self.cfg.algorithm.get("filter_groups") or {}
         enabled = bool(fg.get("enabled"))
         rounds = int(fg.get("max_rounds", 1)) if enabled else 1
         want, used = len(tasks), {t["id"] for t in tasks}
         trajs, stats, scores = [], {}, Scores([], [], [])
+        self.score_s = 0.0
         for r in range(rounds):
             new, s = self.rollout(step, tasks)
             trajs += new
             stats = {k: stats.get(k, 0) + v for k, v in s.items()}
+            t_score = time.perf_counter()
             fresh_scores = score(new, {t["id"]: t for t in tasks}, self.spec)  # rewards are per trajectory
+            self.score_s += time.perf_counter() - t_score
             scores = Scores(scores.reward + fresh_scores.reward, scores.turn_rewards + fresh_scores.turn_rewards,
                             scores.correct + fresh_scores.correct)
             verdicts = outcome_groups([t.group for t in trajs], scores.correct)
@@ -206,18 +223,23 @@ class LocalGRPORecipe:
             t0 = time.perf_counter()
             tasks = self.tasks_for_step(step)
             trajs, engine_stats, scores, filt = self.sample_batch(step, tasks)
-            t_rollout = time.perf_counter() - t0
+            t_sampled, score_s = time.perf_counter(), self.score_s
             advantages = token_advantages(trajs, scores, self.spec)
             t1 = time.perf_counter()
             keep = filt.pop("keep")
+            sync_s = 0.0
             if keep:
                 loss_m = self.learner.update(pack([trajs[i] for i in keep], [advantages[i] for i in keep],
                                                   self.learner.cfg), before_step=partial(kill_point, "update", done))
+                t_sync = time.perf_counter()
                 self.runtime.push_lora(self.policy.adapter_state_dict())
+                sync_s = time.perf_counter() - t_sync
             else:  # every group filtered out: nothing to learn from this step
                 kill_point("update", done)
                 loss_m = {"logprob_diff": 0.0, "skipped_update": 1.0}
-            times = {"rollout": t_rollout, "update": time.perf_counter() - t1, "step": time.perf_counter() - t0}
+            t2 = time.perf_counter()
+            times = {"rollout": t_sampled - t0 - score_s, "reward": score_s + t1 - t_sampled,
+                     "update": t2 - t1 - sync_s, "weight_sync": sync_s, "step": t2 - t0}
             history.append(self.log_step(bar, done, trajs, scores, advantages, loss_m, engine_stats, times, filt))
             self.checkpoint(bar, done)
             self.guard.check(done, trajs)
@@ -280,8 +302,10 @@ class LocalGRPORecipe:
     @staticmethod
     def step_metrics(trajs, scores: Scores, advantages: list[torch.Tensor], loss_m, engine_stats,
                      times: dict[str, float]) -> dict:
-        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, time split);
-        ``times``: seconds of ``rollout``, ``update`` (push included) and the whole ``step``."""
+        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, and the time split
+        under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
+        ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
+        ``weight_sync`` (LoRA push) and the whole ``step``."""
         kept = [i for i, t in enumerate(trajs) if not t.env_failure]
         agent = [trajs[i] for i in kept]
         agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
@@ -290,6 +314,7 @@ class LocalGRPORecipe:
         turn_rewards = [r for i in kept for r in scores.turn_rewards[i]]
         groups = {t.group for t in trajs}
         signal = {trajs[i].group for i, a in enumerate(advantages) if bool(a.abs().sum() > 0)}
+        accounting = local_accounting(times, engine_stats["generated_tokens"], gen_s)
         return {
             "advantage/groups": float(len(groups)),
             "advantage/nonzero_groups": float(len(signal)),
@@ -306,12 +331,8 @@ class LocalGRPORecipe:
             "rollout/logprob_diff": loss_m.pop("logprob_diff"),
             "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
             **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
-            "perf/gen_tokens_per_s": engine_stats["generated_tokens"] / max(gen_s, 1e-9),
-            "time/rollout_s": times["rollout"],
-            "time/generate_s": gen_s,
-            "time/env_s": max(times["rollout"] - gen_s, 0.0),
-            "time/update_s": times["update"],
-            "time/step_s": times["step"],
+            "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process
+            **accounting,
             **{f"loss/{k}": v for k, v in loss_m.items()},
         }
 

@@ -156,7 +156,7 @@ def _ratio(out: dict, num: str, den: str) -> float | None:
     return a / b if a and b else None
 
 
-def bench_rollout(model: str = "qwen2.5-coder-0.5b", rows: int = 4, max_new_tokens: int = 32, single_rows: int = 2,
+def bench_rollout(model: str = "qwen2.5-coder-0.5b", rows: int = 4, max_new_tokens: int = 32, single_rows: int = 1,
                   engines: list[str] | None = None, dtype: str = "auto", threads: int = 2,
                   vllm_timeout_s: float = 900.0) -> dict:
     """Tokens/s of every runner (module doc) on the same first- and second-turn prompts.

@@ -122,12 +122,15 @@ class RunLogger:
 
 
 def format_step(step: int, total: int, m: dict) -> str:
-    """One console line for a step's metrics (with ``| faults N (env 1, engine 1)`` when faults hit)."""
+    """One console line for a step's metrics (with ``| faults N (env 1, engine 1)`` when faults hit); the
+    time split shows ``+ reward Ns`` and ``+ sync Ns`` where ``time/reward_s`` / ``time/weight_sync_s`` are given."""
+    reward = f" + reward {m['time/reward_s']:.0f}s" if "time/reward_s" in m else ""
+    sync = f" + sync {m['time/weight_sync_s']:.0f}s" if "time/weight_sync_s" in m else ""
     return (f"step {step}/{total} | reward {m['reward/mean']:.3f}±{m['reward/std']:.3f} | acc {100 * m['eval/accuracy']:.1f}% "
             f"| err-turn {100 * m['rollout/error_turn_rate']:.1f}% | turns {m['rollout/mean_turns']:.2f} "
             f"| {m['perf/gen_tokens_per_s']:.1f} tok/s | step {m['time/step_s']:.0f}s = rollout {m['time/rollout_s']:.0f}s "
-            f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s) + update {m['time/update_s']:.0f}s"
-            + format_signal(m) + format_faults(m))
+            f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s){reward} + update {m['time/update_s']:.0f}s"
+            + sync + format_signal(m) + format_faults(m))
 
 
 def format_signal(m: dict) -> str:

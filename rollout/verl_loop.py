@@ -118,7 +118,7 @@ def turn_records(traj: Trajectory, uid: str, response_length: int) -> list[dict]
 
 
 def to_agent_loop_output(traj: Trajectory, *, uid: str, response_length: int, task: dict | None = None,
-                         algorithm: dict | None = None, generate_s: float = 0.0) -> AgentLoopOutput:
+                         algorithm: dict | None = None, generate_s: float = 0.0, env_s: float = 0.0) -> AgentLoopOutput:
     """A trajectory as verl's :class:`AgentLoopOutput` (see module doc for every field).
 
     Args:
@@ -126,6 +126,7 @@ def to_agent_loop_output(traj: Trajectory, *, uid: str, response_length: int, ta
         response_length: ``actor_rollout_ref.rollout.response_length``; longer responses are cut.
         task, algorithm: copied into ``extra_fields`` for the reward function.
         generate_s: seconds spent in the server (``metrics.generate_sequences``).
+        env_s: the episode's other seconds, environment steps mostly (``metrics.tool_calls``).
     """
     n = len(traj.prompt_ids)
     ids, mask, lps = (x[n:][:response_length] for x in (traj.token_ids(), traj.response_mask(), traj.rollout_logprobs()))
@@ -137,7 +138,8 @@ def to_agent_loop_output(traj: Trajectory, *, uid: str, response_length: int, ta
              "earthrl_trajectory": traj.to_dict(), "earthrl_task": task, "earthrl_algorithm": algorithm}
     return AgentLoopOutput(prompt_ids=list(traj.prompt_ids), response_ids=ids, response_mask=mask,
                            response_logprobs=lps, num_turns=1 + traj.num_turns + observations,
-                           metrics=AgentLoopMetrics(generate_sequences=generate_s), extra_fields=extra)
+                           metrics=AgentLoopMetrics(generate_sequences=generate_s, tool_calls=env_s),
+                           extra_fields=extra)
 
 
 def _plain(value):
@@ -200,7 +202,9 @@ class EarthRLAgentLoop(AgentLoopBase):
                                      int(s.get("max_new_tokens", 512)), list(s.get("stop_strings") or []), self.stop_ids)
         cfg = LoopConfig(max_turns=int(s.get("max_turns", 4)), phrasing=str(s.get("phrasing", "IF")),
                          max_context_tokens=int(rollout.prompt_length) + int(rollout.response_length))
+        t0 = time.perf_counter()
         traj = await run_episode(task, uid, system=self.system_prompt, codec=self.codec, tokenizer=self.tokenizer,
                                  engine=engine, pool=self.pool, cfg=cfg)
         return to_agent_loop_output(traj, uid=uid, response_length=int(rollout.response_length), task=task,
-                                    algorithm=s.get("algorithm"), generate_s=engine.generate_s)
+                                    algorithm=s.get("algorithm"), generate_s=engine.generate_s,
+                                    env_s=max(time.perf_counter() - t0 - engine.generate_s, 0.0))

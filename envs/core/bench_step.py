@@ -4,7 +4,8 @@ For ``n`` steps of one cheap call (``raster_stats`` of a 61×61 Landsat band by 
 the round trip ``await pool.step(...)`` and subtract the seconds spent inside the tool function
 (``StepResult.tool_s``, measured in the actor). The median of that difference is what the env
 costs per step beyond the tool: Ray messaging, action parsing, schema validation, the verifier
-and result serialisation. Goal: ≤ 5 ms.
+and result serialisation. Goal (issue 11): median ≤ 2 ms on an idle machine; a Ray actor round trip
+alone is about 1–1.5 ms on 2 cores, the env's own work in the actor about 0.2 ms.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def bench_env_step(n: int = 200, data_root: Path | None = None, pool=None, actio
 
     Returns:
         ``{"steps", "median_step_ms", "median_tool_ms", "median_overhead_ms", "p90_overhead_ms",
-        "goal_ms": 5.0, "within_goal"}`` (milliseconds).
+        "goal_ms": 2.0, "within_goal"}`` (milliseconds).
 
     Raises:
         RuntimeError: the action fails in the env.
@@ -71,4 +72,4 @@ def bench_env_step(n: int = 200, data_root: Path | None = None, pool=None, actio
     med = statistics.median(over)
     return {"steps": n, "median_step_ms": 1e3 * statistics.median(total),
             "median_tool_ms": 1e3 * statistics.median(tool), "median_overhead_ms": med,
-            "p90_overhead_ms": over[int(0.9 * (len(over) - 1))], "goal_ms": 5.0, "within_goal": med <= 5.0}
+            "p90_overhead_ms": over[int(0.9 * (len(over) - 1))], "goal_ms": 2.0, "within_goal": med <= 2.0}

@@ -1,7 +1,7 @@
 """Physical & GIS Analytics tools (SimCRAFT domain; HiRS family PRA): named spectral indices
 (spyndex, through :func:`earthrl.envs.tools.mini.spectral_index`), fractional vegetation cover,
 land-surface temperature (NDVI^THM emissivity, optional single-channel atmospheric correction),
-TVDI (Sandholt et al. 2002, documented conventions), terrain (xarray-spatial slope/aspect/hillshade),
+TVDI (Sandholt et al. 2002, documented conventions), terrain (xarray-spatial slope/aspect, Horn hillshade),
 zonal statistics and areas per class.
 """
 
@@ -373,11 +373,27 @@ def aspect(ctx: ToolContext, args: TerrainArgs) -> ToolResult:
 @register_tool("hillshade", args=HillshadeArgs, description="Hillshade of a surface raster.",
                family="PRA", skills=["land_cover"], output_kind="raster", valid_range=(0.0, 1.0), **_PG)
 def hillshade(ctx: ToolContext, args: HillshadeArgs) -> ToolResult:
-    """Hillshade 0-1 for a sun at ``azimuth``/``altitude`` degrees (xarray-spatial ``hillshade``)."""
-    import xrspatial
+    """Hillshade 0-1 for a sun at ``azimuth`` (clockwise from north) / ``altitude`` degrees:
+    cos(incidence) = cos Z·cos S + sin Z·sin S·cos(A − aspect), negative (self-shadowed) -> 0, with
+    Z = 90° − altitude, A = 90° − azimuth (math angle), slope S and aspect from Horn's (1981) 3x3
+    gradients with the grid's cell size (Burrough & McDonnell 1998, *Principles of GIS*, §8; the
+    formula of GDAL ``gdaldem hillshade`` and ESRI). xarray-spatial's ``hillshade`` is not used: it
+    takes gradients per pixel, not per metre, and maps cos(incidence) to (1 + cos)/2."""
+    return _terrain(ctx, args.name, _horn_hillshade, f"hillshade{args.azimuth:g}-{args.altitude:g}",
+                    "shade", azimuth=args.azimuth, altitude=args.altitude)
 
-    return _terrain(ctx, args.name, xrspatial.hillshade, f"hillshade{args.azimuth:g}-{args.altitude:g}",
-                    "shade", azimuth=args.azimuth, angle_altitude=args.altitude)
+
+def _horn_hillshade(da, azimuth: float, altitude: float):
+    """Hillshade of a DataArray (:func:`hillshade`'s formula); edge cells NaN."""
+    z = np.asarray(da.values, dtype=np.float64)
+    rx, ry = (abs(float(v)) for v in da.rio.resolution())
+    dzdx = ((z[:-2, 2:] + 2 * z[1:-1, 2:] + z[2:, 2:]) - (z[:-2, :-2] + 2 * z[1:-1, :-2] + z[2:, :-2])) / (8 * rx)
+    dzdy = ((z[2:, :-2] + 2 * z[2:, 1:-1] + z[2:, 2:]) - (z[:-2, :-2] + 2 * z[:-2, 1:-1] + z[:-2, 2:])) / (8 * ry)
+    s, asp = np.arctan(np.hypot(dzdx, dzdy)), np.arctan2(dzdy, -dzdx)
+    zen, az = np.radians(90.0 - altitude), np.radians(90.0 - azimuth)
+    out = np.full(z.shape, np.nan)
+    out[1:-1, 1:-1] = np.clip(np.cos(zen) * np.cos(s) + np.sin(zen) * np.sin(s) * np.cos(az - asp), 0, 1)
+    return da.copy(data=out)
 
 
 for _f in (slope, aspect, hillshade):

@@ -37,7 +37,13 @@ TABLE_METRICS = {
 }
 
 
-def _records(entries: list[dict], tasks_by_id: dict[str, dict]):
+def episode_records(entries: list[dict], tasks_by_id: dict[str, dict]) -> list[EpisodeRecord]:
+    """Scored :class:`EpisodeRecord` of ``trajectories.jsonl`` lines (``task_id``, ``mode``, ``trajectory``,
+    ``action_format``); correctness by each task's outcome check.
+
+    Raises:
+        KeyError: an entry's task is not in ``tasks_by_id``.
+    """
     out = []
     for e in entries:
         traj = Trajectory.from_dict(e["trajectory"])
@@ -62,7 +68,7 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
         "by_mode": {mode: metrics}, "turns_histogram": {turns: count},
         "tokens_by_format": {format: {"action_tokens", "observation_tokens"}}}``.
     """
-    records = _records(entries, tasks_by_id)
+    records = episode_records(entries, tasks_by_id)
     refs = {tid: t["reference"] for tid, t in tasks_by_id.items()}
 
     def metrics_of(recs) -> dict:

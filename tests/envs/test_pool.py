@@ -139,10 +139,11 @@ def test_bench_env_step_measures_overhead_beyond_the_tool(data_root, tmp_path):
 
     pool = _pool([InProcessActor(EnvWorker(str(data_root), str(tmp_path / "ws")))])
     out = bench_env_step(n=30, data_root=data_root, pool=pool)
-    assert out["steps"] == 30 and out["goal_ms"] == 5.0
+    assert out["steps"] == 30 and out["goal_ms"] == 2.0
     assert 0 < out["median_tool_ms"] < out["median_step_ms"]
-    assert out["median_overhead_ms"] == pytest.approx(out["median_step_ms"] - out["median_tool_ms"], rel=0.5)
-    assert out["within_goal"] and out["median_overhead_ms"] <= 5.0  # parse + validate + verify, no Ray
+    # per step 0 <= step - tool <= step (the tool runs inside the step), so the medians keep that order
+    assert 0 <= out["median_overhead_ms"] <= out["median_step_ms"]
+    assert out["within_goal"] == (out["median_overhead_ms"] <= 2.0)  # the verdict, not a timing assertion
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from ..conftest import require_vllm
+from ..rollout.test_step_accounting import assert_step_accounting
 
 FAST = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
         "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=offline"]
@@ -62,6 +63,8 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
     for key in ("reward/mean", "eval/accuracy", "rollout/error_turn_rate", "rollout/mean_turns", "perf/gen_tokens_per_s",
                 "time/rollout_s", "time/update_s"):
         assert key in metrics[0]
+    for m in metrics:  # the shared per-step accounting (rollout/step_accounting.py) adds up
+        assert_step_accounting(m)
     # held-out evaluation ran at the end of each invocation (trainer.heldout.every=3 > steps)
     heldout = json.loads((tmp_path / "split" / "heldout" / "step_000002" / "report.json").read_text())
     assert heldout["n_trajectories"] == 4 and heldout["metrics"]["avg_turns"]["value"] == metrics[1]["heldout/avg_turns"]

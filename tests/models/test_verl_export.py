@@ -44,3 +44,18 @@ def test_verl_adapter_exports_with_trained_alpha_and_merges(tmp_path, tiny_model
                                       str(out / "adapter"))
     with torch.no_grad():
         torch.testing.assert_close(again(input_ids=ids).logits, want, atol=1e-5, rtol=1e-5)
+
+
+def test_earthrl_export_cli_takes_a_verl_adapter_folder(tmp_path, tiny_model):
+    from tests.launch.test_train_e2e import earthrl
+
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32)
+    folder = tmp_path / "global_step_2" / "actor" / "lora_adapter"
+    get_peft_model(base, LoraConfig(r=4, lora_alpha=16, target_modules=["q_proj"])).save_pretrained(str(folder))
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**cfg, "lora_alpha": 0}))
+    bad = earthrl("export", str(folder), "out", cwd=tmp_path, check=False)
+    assert bad.returncode == 2 and "also give --base-model" in bad.stderr and not (tmp_path / "out").exists()
+    earthrl("export", str(folder), "out", "--base-model", str(tiny_model), "--lora-alpha", "16", cwd=tmp_path)
+    assert json.loads((tmp_path / "out" / "adapter" / "adapter_config.json").read_text())["lora_alpha"] == 16
+    assert (tmp_path / "out" / "config.json").is_file()

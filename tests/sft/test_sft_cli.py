@@ -22,7 +22,7 @@ SFT_FAST = ["model=tiny-llama", "logger.mode=offline", "sft.data.max_tasks=2", "
 
 def test_every_sft_key_has_a_rule_and_the_presets_pass():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for preset in ("cpu", "paper"):
+        for preset in ("cpu", "paper", "tiny", "warm"):
             check_config(compose_job("sft", [f"sft={preset}"]), "sft")
             assert [k for k in _leaf_keys("sft", [f"sft={preset}"]) if rule_for(k) is None] == []
         paper = compose_job("sft", ["sft=paper"]).sft

