@@ -135,7 +135,8 @@ class LearnRecipe:
         self.validate()
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
-        (self.out / "commands.sh").write_text("# the stages of the last `earthrl learn` run, in order\n")
+        (self.out / "commands.sh").write_text("# the stages of the last `earthrl learn` run, in order "
+                                              "(with the virtual environment active: source .venv/bin/activate)\n")
         evals = {"base": self.evaluate("base", None)}
         sft_ckpt, grpo_ckpt = self.grpo()
         evals["sft"] = self.evaluate("sft", sft_ckpt)

@@ -110,6 +110,9 @@ class LocalGRPORecipe:
         cfg = self.cfg
         self.validate()
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
+        if cfg.trainer.get("warm_start") and not self.warm_start:
+            why = "trainer.init_from is set" if self.init_from is not None else f"resuming from {self.resume_from}"
+            print(f"trainer.warm_start={cfg.trainer.warm_start} ignored: {why}", flush=True)
         if self.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
             lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
             self.init_from = check_init_checkpoint(ensure_warm_start(cfg, self.warm_start), lora)
