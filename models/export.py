@@ -189,4 +189,7 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
         (ckpt / "adapter" / "adapter_model.safetensors").symlink_to((adapter_dir / "adapter_model.safetensors").resolve())
         (ckpt / "meta.json").write_text(json.dumps({"base_model": str(base_model), "step": None,
                                                     "lora_alpha": float(lora_alpha), "source": "verl"}))
-        return export_merged(ckpt, out_dir, dtype=dtype, overwrite=overwrite)
+        out = export_merged(ckpt, out_dir, dtype=dtype, overwrite=overwrite)
+    marker = out / EXPORT_MARKER  # provenance names the verl adapter, not the temporary checkpoint
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "checkpoint": str(adapter_dir.resolve())}, indent=2))
+    return out

@@ -35,6 +35,7 @@ def test_verl_adapter_exports_with_trained_alpha_and_merges(tmp_path, tiny_model
         export_verl_adapter(folder, tmp_path / "bad", tiny_model, lora_alpha=0)
     out = export_verl_adapter(folder, tmp_path / "export", tiny_model, lora_alpha=16, dtype="float32")
     assert json.loads((out / "adapter" / "adapter_config.json").read_text())["lora_alpha"] == 16
+    assert json.loads((out / "earthrl_export.json").read_text())["checkpoint"] == str(folder.resolve())
     merged = AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32)
     with torch.no_grad():
         got = merged(input_ids=ids).logits
