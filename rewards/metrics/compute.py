@@ -157,6 +157,13 @@ def references_of(tasks: Iterable) -> dict[str, list[dict]]:
     return out
 
 
+def enters_metric(spec: MetricSpec, rec: EpisodeRecord, missing: bool = False) -> bool:
+    """Whether ``rec`` enters metric ``spec``: not a missing prediction the metric leaves out, and it has
+    the turns, calls and judgement the metric reads (``needs_turns``, ``needs_calls``, ``judged``)."""
+    return not ((missing and not spec.scores_missing) or (spec.needs_turns and not rec.turns)
+                or (spec.needs_calls and rec.calls is None) or (spec.judged and rec.correct is None))
+
+
 def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Sequence[dict]], *,
                 mode: str = "earthrl", task_ids: Sequence[str] | None = None,
                 metrics: Sequence[str] | None = None, n_resamples: int = 1000, alpha: float = 0.05,
@@ -226,9 +233,7 @@ def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Seque
     out = {}
     for name in names:
         spec = METRICS[name]
-        rows = [(r, ref) for r, ref, miss in scored
-                if not (miss and not spec.scores_missing) and not (spec.needs_turns and not r.turns)
-                and not (spec.needs_calls and r.calls is None) and not (spec.judged and r.correct is None)]
+        rows = [(r, ref) for r, ref, miss in scored if enters_metric(spec, r, missing=miss)]
         vals = [spec.fn(r, ref) for r, ref in rows]
         if name == "efficiency":
             skipped["efficiency_inf"] = [r.task_id for (r, _), v in zip(rows, vals) if not np.isfinite(v)]
