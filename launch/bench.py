@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,6 +64,42 @@ BENCHES.register("scaling", [
      {"model": "model", "max_new_tokens": "max_new_tokens", "out_dir": "out_dir"}),
 ])
 
+MINIMUMS = {"size": 2, "n": 1, "batch": 1, "tokens": 1, "rows": 1, "max_new_tokens": 1, "group_size": 2, "steps": 1,
+            "concurrency": 1}
+"""CLI option -> its smallest value (:func:`check_options`; group size 2: GRPO's advantages need two samples)."""
+
+
+def suites_using(option: str) -> list[str]:
+    """The suites of :data:`BENCHES` one of whose measurements takes CLI ``option``, sorted."""
+    return sorted(s for s in BENCHES if any(option in options for _, _, options in BENCHES[s]))
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse, before any work starts, an option below its :data:`MINIMUMS`, an option the chosen suite
+    does not use (naming the suites that do), and an ``--out`` whose folder cannot be created or written.
+
+    Raises:
+        SystemExit: 2, through ``parser.error`` (one ``earthrl bench: error: argument --…`` line).
+    """
+    for option, value in vars(args).items():
+        flag = "--" + option.replace("_", "-")
+        if option in ("suite", "out") or value is None:
+            continue
+        if option in MINIMUMS and value < MINIMUMS[option]:
+            parser.error(f"argument {flag}: must be at least {MINIMUMS[option]}, got {value}")
+        users = suites_using(option)
+        if args.suite != "all" and args.suite not in users:
+            parser.error(f"argument {flag}: bench {args.suite} does not use it; it is an option of {', '.join(users)}")
+    if args.out is not None:
+        try:
+            if args.out.is_dir():
+                raise IsADirectoryError(21, "it is a folder; name a .json file")
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=args.out.parent).close()
+        except OSError as exc:
+            parser.error(f"argument --out: cannot write {args.out} ({exc.strerror or exc}); choose a writable path")
+
+
 GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 11
     ("EarthRL vLLM / EarthRL HF tokens/s", "rollout", "engines", "vllm_over_hf", ">=", 2.0),
     ("EarthRL vLLM / standalone vLLM tokens/s", "rollout", "engines", "earthrl_vllm_over_standalone", ">=", 0.9),
@@ -70,6 +107,7 @@ GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 1
     ("rewards + advantages / measured local step", "train", "grpo_step", "rewards_advantages_share", "<", 0.01),
     ("rewards + advantages (1024 x 8192) / 330 s step", "algorithms", "rewards_advantages", "share_of_step", "<", 0.01),
     ("EnvPool step overhead, median ms", "env", "env_step", "median_overhead_ms", "<=", 2.0),
+    ("NDVI tool / bare numpy time", "env", "ndvi", "ratio", "<=", 1.3),
 ]
 COMPARE = {">=": float.__ge__, "<=": float.__le__, "<": float.__lt__}
 
@@ -143,6 +181,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--steps", type=int, help="train: steps per side, the first a warm-up (default 3)")
     parser.add_argument("--out", type=Path, help="write the results to this JSON file (scaling: scaling.png beside it)")
     args = parser.parse_args(argv)
+    check_options(parser, args)
     options = {**vars(args), "out_dir": args.out.parent if args.out else None}
     suites = sorted(BENCHES) if args.suite == "all" else [args.suite]
     by_suite: dict[str, dict] = {}

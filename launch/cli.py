@@ -90,31 +90,9 @@ def _catalog(argv: list[str]) -> None:
 
 
 def _export(argv: list[str]) -> None:
-    from pathlib import Path
+    from earthrl.launch.export_cmd import main as export_main  # lazy: torch at import; CLI startup stays fast
 
-    # lazy: torch at import; CLI startup stays fast
-    from earthrl.models.export import ExportError, export_merged, export_verl_adapter
-
-    parser = argparse.ArgumentParser(prog="earthrl export", description="Merge a checkpoint's LoRA adapter into a plain HF folder.")
-    parser.add_argument("checkpoint", type=Path, help="an EarthRL checkpoint folder (runs/<exp>/checkpoints/step_000003), "
-                        "or a verl checkpoint's LoRA adapter folder (with --base-model and --lora-alpha)")
-    parser.add_argument("out", type=Path, help="output folder (safetensors + tokenizer)")
-    parser.add_argument("--base-model", help="verl adapter: the base HF folder the run trained (model.path)")
-    parser.add_argument("--lora-alpha", type=float, help="verl adapter: the alpha the run trained with "
-                        "(model.lora.alpha; verl's merger writes 0)")
-    parser.add_argument("--overwrite", action="store_true")
-    args = parser.parse_args(argv)
-    verl = (args.checkpoint / "adapter_config.json").is_file() and not (args.checkpoint / "meta.json").is_file()
-    try:
-        if verl:
-            if not args.base_model or args.lora_alpha is None:
-                _fail(f"{args.checkpoint} is a verl LoRA adapter folder: also give --base-model <HF folder> and "
-                      "--lora-alpha <the run's model.lora.alpha>")
-            print(export_verl_adapter(args.checkpoint, args.out, args.base_model, args.lora_alpha, overwrite=args.overwrite))
-        else:
-            print(export_merged(args.checkpoint, args.out, overwrite=args.overwrite))
-    except ExportError as exc:
-        _fail(str(exc))
+    raise SystemExit(export_main(argv))
 
 
 def _serve_tools(argv: list[str]) -> None:

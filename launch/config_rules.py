@@ -18,6 +18,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.override_text import presets
 from earthrl.models.dtype import DTYPES
 
 
@@ -121,6 +122,22 @@ class Unknown:
 
 
 @dataclass(frozen=True)
+class Preset:
+    """The name of a preset ``conf/<group>/<name>.yaml``, as text (a name with no file is refused, with
+    the same list, by the code that loads it); ``null`` allows None."""
+
+    group: str
+    null: bool = False
+
+    def problem(self, v: Any) -> str | None:
+        """Why ``v`` is not a preset name (lists the presets), or None."""
+        if (v is None and self.null) or (isinstance(v, str) and v.strip()):
+            return None
+        return (f"must be {'null or ' if self.null else ''}a conf/{self.group} preset: one of "
+                f"{', '.join(presets(self.group))}")
+
+
+@dataclass(frozen=True)
 class Free:
     """Anything (checked by the code that uses it, e.g. a registry or a user's reward)."""
 
@@ -135,7 +152,7 @@ KL_ESTIMATORS = ("k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum")
 
 #: dotted-key pattern -> rule; the first matching pattern decides. Keys no pattern matches are free.
-RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
+RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Preset | Free] = {
     "seed": NONNEG_INT,
     "backend": Text(("local", "verl")),
     "experiment_name": Text(),
@@ -258,13 +275,13 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Free] = {
     "eval.resume": Flag(),
     "eval.output_dir": Text(null=True),
     "trainer.init_from": Text(null=True),  # an SFT (or any) checkpoint whose adapter weights start the run
-    "trainer.warm_start": Text(null=True),  # a conf/sft preset, checked by launch/warm_start.py
+    "trainer.warm_start": Preset("sft", null=True),  # a name with no file: refused by launch/warm_start.py
     "learn.name": Text(),
     "learn.model": Text(),
     "learn.tasks": Text(),
     "learn.env": Text(("json", "codeact", "hierarchical")),
     "learn.heldout_split": SPLIT,
-    "learn.warm_start": Text(),  # a conf/sft preset, checked by launch/learn.py
+    "learn.warm_start": Preset("sft"),  # a name with no file: refused by launch/learn.py
     "learn.compare_modes": ListOf(Text(("oracle", "unmasked", "masked"))),
     "learn.common.*": Free(),  # each stage's settings are checked by that stage's own rules, before the first starts
     "learn.grpo.*": Free(),

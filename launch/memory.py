@@ -65,6 +65,11 @@ class Arch:
         """From ``path/config.json``."""
         return cls.from_mapping(json.loads((Path(path) / "config.json").read_text()))
 
+    def summary(self) -> str:
+        """Hidden size, layers and attention / KV heads, as one phrase (``hidden 2560, 36 layers, 32/8 heads``)."""
+        return (f"hidden {self.hidden_size}, {self.num_hidden_layers} layers, "
+                f"{self.num_attention_heads}/{self.num_key_value_heads} heads")
+
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """(in, out) of each projection of one layer, by peft module name."""
         h, q, kv, f = self.hidden_size, self.num_attention_heads * self.head_dim, \

@@ -13,6 +13,11 @@ from pathlib import Path
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
+def presets(group: str) -> list[str]:
+    """The preset names of config group ``group``: the ``conf/<group>/*.yaml`` file stems, sorted."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
 def as_overrides(node, prefix: str = "") -> list[str]:
     """A config mapping as the command-line overrides that recreate it: ``{trainer: {steps: 4}, sft: cpu,
     eval: {modes: [IF]}}`` → ``["trainer.steps=4", "sft=cpu", "eval.modes=[IF]"]`` (a top-level string such

@@ -45,6 +45,13 @@ from earthrl.launch.verl_config import verl_job
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 
 
+def holds_run(output_dir: Path) -> bool:
+    """True when ``output_dir`` holds a training run: a non-empty ``checkpoints/`` or a ``metrics.jsonl``
+    (a run without ``trainer.resume`` must not redo its steps there and append duplicate lines)."""
+    ckpts = output_dir / "checkpoints"
+    return (output_dir / "metrics.jsonl").is_file() or (ckpts.is_dir() and any(ckpts.iterdir()))
+
+
 class LocalGRPORecipe:
     """GRPO with a LoRA policy on one machine: Ray local cluster, HF engine actor, EnvPool actors.
 
@@ -64,7 +71,7 @@ class LocalGRPORecipe:
         """
         cfg = self.cfg
         check_job_config(cfg, "train")
-        self.model_path = model_path(cfg)
+        self.model_path = self.verl_dry_run_path() or model_path(cfg)
         self.data_root = data_root(cfg)
         self.validate_algorithm()
         self.tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, self.data_root)
@@ -74,7 +81,9 @@ class LocalGRPORecipe:
             held = load_tasks(cfg.tasks.name, ho.split, self.data_root, split_key="trainer.heldout.split")
             self.heldout_tasks = held[: int(ho.max_tasks)]
         self.output_dir = Path(cfg.trainer.output_dir)
-
+        if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(self.output_dir):
+            raise ConfigError(f"trainer.output_dir={self.output_dir} already holds a run (checkpoints/ or metrics.jsonl): "
+                              "continue it with trainer.resume=auto, or choose another (or an empty) trainer.output_dir")
         try:
             self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
         except FileNotFoundError as exc:
@@ -91,6 +100,17 @@ class LocalGRPORecipe:
         if preset and self.init_from is None and self.resume_from is None:
             warm_start_folder(cfg, str(preset))  # the preset exists
             self.warm_start = str(preset)
+
+    def verl_dry_run_path(self) -> Path | None:
+        """``model.path`` of a ``backend=verl`` dry run whose folder is not downloaded yet but whose
+        ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); None otherwise (the folder
+        is checked as usual)."""
+        cfg = self.cfg
+        path = cfg.model.path
+        if (str(cfg.backend) == "verl" and bool(cfg.trainer.verl_dry_run) and path and cfg.model.get("arch")
+                and not (Path(path) / "config.json").is_file()):
+            return Path(path)
+        return None
 
     def validate_algorithm(self) -> None:
         """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group

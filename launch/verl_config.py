@@ -156,12 +156,38 @@ def run_verl(cfg: DictConfig, vc: DictConfig) -> None:
     main(vc)
 
 
-def memory_estimate(cfg: DictConfig, model_path: Path):
-    """The job's :class:`~earthrl.launch.memory.Estimate` (``model.arch``, else the model's config.json)."""
-    from earthrl.launch.memory import Arch, estimate  # lazy: only backend=verl
+def job_arch(cfg: DictConfig, model_path: Path):
+    """The :class:`~earthrl.launch.memory.Arch` of the job's model: the folder's config.json when it is
+    there, else ``model.arch`` (a dry run before the download). Prints one line saying which, when the
+    folder is not there yet or its config.json disagrees with ``model.arch`` (hidden size, layers, heads).
+
+    Raises:
+        ConfigError: neither is there, or a key is missing (named).
+    """
+    from earthrl.launch.memory import Arch  # lazy: only backend=verl
 
     arch_cfg = cfg.model.get("arch")
-    arch = Arch.from_mapping(OmegaConf.to_container(arch_cfg, resolve=True)) if arch_cfg else Arch.from_folder(model_path)
+    yaml_arch = Arch.from_mapping(OmegaConf.to_container(arch_cfg, resolve=True)) if arch_cfg else None
+    if not (Path(model_path) / "config.json").is_file():
+        if yaml_arch is None:
+            raise ConfigError(f"model.path={model_path} has no config.json and model={cfg.model.name} has no model.arch: "
+                              "point model.path at the downloaded Hugging Face folder")
+        print(f"model.path={model_path} is not there yet: the memory estimate comes from model.arch "
+              f"(conf/model/{cfg.model.name}.yaml)", flush=True)
+        return yaml_arch
+    arch = Arch.from_folder(model_path)
+    if yaml_arch is not None and arch.summary() != yaml_arch.summary():
+        print(f"warning: {Path(model_path) / 'config.json'} ({arch.summary()}) differs from model.arch of "
+              f"model={cfg.model.name} ({yaml_arch.summary()}): the estimate uses config.json; check that model.path "
+              f"is {cfg.model.name}", flush=True)
+    return arch
+
+
+def memory_estimate(cfg: DictConfig, model_path: Path):
+    """The job's :class:`~earthrl.launch.memory.Estimate` (the arch of :func:`job_arch`)."""
+    from earthrl.launch.memory import estimate  # lazy: only backend=verl
+
+    arch = job_arch(cfg, model_path)
     v = cfg.cluster.verl
     lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
             **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}

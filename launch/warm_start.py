@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
-from earthrl.launch.override_text import CONF_DIR, as_overrides
+from earthrl.launch.override_text import CONF_DIR, as_overrides, presets
 from earthrl.models.checkpoint import list_checkpoints
 
 CARRIED = ("model", "tasks", "env", "cluster")  # sections the SFT run takes from the training run
@@ -56,8 +56,7 @@ def preset_file(preset: str, key: str) -> Path:
     """
     file = CONF_DIR / "sft" / f"{preset}.yaml"
     if not file.is_file():
-        known = ", ".join(sorted(p.stem for p in file.parent.glob("*.yaml")))
-        raise ConfigError(f"{key}={preset}: no such SFT preset; use one of {known} (conf/sft/)")
+        raise ConfigError(f"{key}={preset}: no such SFT preset; use one of {', '.join(presets('sft'))} (conf/sft/)")
     return file
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,14 +39,37 @@ class ExportError(RuntimeError):
     """A checkpoint cannot be exported; the message is one line naming the problem and the fix."""
 
 
+@dataclass(frozen=True)
+class ArgNames:
+    """How the caller's user writes the export arguments, for the messages: Python's keywords
+    (:data:`PYTHON_NAMES`) or the ``earthrl export`` flags (:data:`CLI_NAMES`)."""
+
+    base_model: str = "base_model"
+    lora_alpha: str = "lora_alpha"
+    overwrite: str = "overwrite=True"
+
+
+PYTHON_NAMES = ArgNames()
+CLI_NAMES = ArgNames("--base-model", "--lora-alpha", "--overwrite")
+
+
+def require_folder(path: Path) -> None:
+    """Raises:
+        ExportError: ``path`` is not a folder (one line: "no such folder", what to give instead)."""
+    if not Path(path).is_dir():
+        raise ExportError(f"checkpoint {path}: no such folder; give an EarthRL checkpoint folder "
+                          "(runs/<exp>/checkpoints/step_NNNNNN) or a verl checkpoint's LoRA adapter folder")
+
+
 def read_checkpoint(ckpt_dir: Path) -> dict:
     """Read and check ``ckpt_dir/meta.json`` and the adapter files; return the meta dict.
 
     Raises:
-        ExportError: ``meta.json``, ``adapter/adapter_config.json`` or
+        ExportError: no such folder; ``meta.json``, ``adapter/adapter_config.json`` or
             ``adapter/adapter_model.safetensors`` missing, or meta lacks ``base_model``.
     """
     ckpt_dir = Path(ckpt_dir)
+    require_folder(ckpt_dir)
     required = {
         "meta.json": "the trainer writes it next to adapter/ with base_model and step",
         "adapter/adapter_config.json": "save the LoRA adapter with peft save_pretrained into ckpt_dir/adapter",
@@ -63,8 +87,11 @@ def read_checkpoint(ckpt_dir: Path) -> dict:
     return meta
 
 
-def resolve_base_model(base_model: str) -> Path:
+def resolve_base_model(base_model: str, source: str = "meta.json") -> Path:
     """Return the base model folder: an existing path, or a fetched registry model of that name.
+
+    Args:
+        source: where the value came from, named in the error (``meta.json``, ``--base-model``, …).
 
     Raises:
         ExportError: neither an existing folder nor a fetched registry model.
@@ -76,10 +103,9 @@ def resolve_base_model(base_model: str) -> Path:
     fetched = model_dir(str(base_model))
     if (fetched / "config.json").is_file():
         return fetched
-    raise ExportError(
-        f"base model {base_model!r} (from meta.json) is not an HF folder nor a fetched model; "
-        f"fetch it (earthrl fetch model <name>) or fix base_model in meta.json"
-    )
+    fix = "fix base_model in meta.json" if source == "meta.json" else f"give {source} the base HF folder the run trained"
+    raise ExportError(f"base model {base_model!r} (from {source}) is not an HF folder nor a fetched model; "
+                      f"fetch it (earthrl fetch model <name>) or {fix}")
 
 
 def adapter_alpha(adapter_config: dict, meta: dict) -> float:
@@ -104,6 +130,7 @@ def export_merged(
     out_dir: Path,
     dtype: str | torch.dtype = "bfloat16",
     overwrite: bool = False,
+    names: ArgNames = PYTHON_NAMES,
 ) -> Path:
     """Merge the checkpoint's LoRA adapter into its base and save a plain HF folder at ``out_dir``.
 
@@ -112,7 +139,7 @@ def export_merged(
     real alpha, see :func:`adapter_alpha`), writes the adapter to ``out_dir/adapter/``,
     ``merge_and_unload()``, saves safetensors + the base's tokenizer, and writes
     ``earthrl_export.json``. The folder is built in a temporary sibling and renamed, so a
-    failure leaves ``out_dir`` untouched.
+    failure leaves ``out_dir`` untouched. ``names``: how the messages write the arguments.
 
     Returns:
         ``out_dir``.
@@ -130,7 +157,7 @@ def export_merged(
             raise ExportError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPES)}")
         dtype = _DTYPES[dtype]
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
-        raise ExportError(f"{out_dir} exists and is not empty; choose another out_dir or pass overwrite=True")
+        raise ExportError(f"{out_dir} exists and is not empty; choose another output folder or pass {names.overwrite}")
     base_dir = resolve_base_model(str(meta["base_model"]))
     adapter_dir = ckpt_dir / "adapter"
     peft_cfg = LoraConfig.from_pretrained(str(adapter_dir))
@@ -161,7 +188,8 @@ def export_merged(
 
 
 def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path, lora_alpha: float,
-                        dtype: str | torch.dtype = "bfloat16", overwrite: bool = False) -> Path:
+                        dtype: str | torch.dtype = "bfloat16", overwrite: bool = False,
+                        names: ArgNames = PYTHON_NAMES) -> Path:
     """Export a verl checkpoint's LoRA adapter (a peft folder: ``adapter_config.json`` +
     ``adapter_model.safetensors``, as verl's FSDP checkpoint / model merger writes it) as a merged HF folder.
 
@@ -175,11 +203,13 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
     import tempfile
 
     adapter_dir = Path(adapter_dir)
+    require_folder(adapter_dir)
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         if not (adapter_dir / name).is_file():
             raise ExportError(f"{adapter_dir} has no {name}; point at the lora adapter folder of the verl checkpoint")
     if not lora_alpha or float(lora_alpha) <= 0:
-        raise ExportError(f"lora_alpha={lora_alpha}: give the alpha the run trained with (model.lora.alpha)")
+        raise ExportError(f"{names.lora_alpha}={lora_alpha}: give the alpha the run trained with (model.lora.alpha)")
+    base_dir = resolve_base_model(str(base_model), source=names.base_model)
     with tempfile.TemporaryDirectory(prefix="earthrl-verl-export-") as tmp:
         ckpt = Path(tmp)
         (ckpt / "adapter").mkdir()
@@ -187,9 +217,9 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
         config["lora_alpha"] = float(lora_alpha)
         (ckpt / "adapter" / "adapter_config.json").write_text(json.dumps(config, indent=1))
         (ckpt / "adapter" / "adapter_model.safetensors").symlink_to((adapter_dir / "adapter_model.safetensors").resolve())
-        (ckpt / "meta.json").write_text(json.dumps({"base_model": str(base_model), "step": None,
+        (ckpt / "meta.json").write_text(json.dumps({"base_model": str(base_dir), "step": None,
                                                     "lora_alpha": float(lora_alpha), "source": "verl"}))
-        out = export_merged(ckpt, out_dir, dtype=dtype, overwrite=overwrite)
+        out = export_merged(ckpt, out_dir, dtype=dtype, overwrite=overwrite, names=names)
     marker = out / EXPORT_MARKER  # provenance names the verl adapter, not the temporary checkpoint
     marker.write_text(json.dumps({**json.loads(marker.read_text()), "checkpoint": str(adapter_dir.resolve())}, indent=2))
     return out

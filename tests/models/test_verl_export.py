@@ -60,3 +60,62 @@ def test_earthrl_export_cli_takes_a_verl_adapter_folder(tmp_path, tiny_model):
     earthrl("export", str(folder), "out", "--base-model", str(tiny_model), "--lora-alpha", "16", cwd=tmp_path)
     assert json.loads((tmp_path / "out" / "adapter" / "adapter_config.json").read_text())["lora_alpha"] == 16
     assert (tmp_path / "out" / "config.json").is_file()
+
+
+def _verl_adapter(folder, tiny_model, alpha=0):
+    base = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32)
+    get_peft_model(base, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"])).save_pretrained(str(folder))
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps({**cfg, "lora_alpha": alpha}))
+    return folder
+
+
+def _cli(argv, capsys):
+    from earthrl.launch.export_cmd import main
+
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.err.removeprefix("earthrl: error: ").rstrip("\n"), out.out
+
+
+def test_export_cli_messages_name_the_flag_the_folder_and_the_source(tmp_path, tiny_model, capsys):
+    adapter = _verl_adapter(tmp_path / "lora_adapter", tiny_model)
+    capsys.readouterr()  # transformers' loading bar
+    # which of the two verl flags is missing
+    assert _cli([adapter, tmp_path / "o", "--lora-alpha", "8"], capsys)[:2] == (
+        2, f"{adapter} is a verl LoRA adapter folder (no meta.json): also give --base-model <the base HF folder the "
+           "run trained (model.path)>")
+    assert _cli([adapter, tmp_path / "o", "--base-model", tiny_model], capsys)[:2] == (
+        2, f"{adapter} is a verl LoRA adapter folder (no meta.json): also give --lora-alpha <the run's model.lora.alpha>")
+    # the base model's source is the flag, not a meta.json
+    rc, err, _ = _cli([adapter, tmp_path / "o", "--base-model", tmp_path / "nonexist", "--lora-alpha", "8"], capsys)
+    assert rc == 2 and err == (f"base model '{tmp_path / 'nonexist'}' (from --base-model) is not an HF folder nor a "
+                               "fetched model; fetch it (earthrl fetch model <name>) or give --base-model the base HF "
+                               "folder the run trained")
+    # a folder that is not there
+    rc, err, _ = _cli([tmp_path / "nothere", tmp_path / "o"], capsys)
+    assert rc == 2 and err.startswith(f"checkpoint {tmp_path / 'nothere'}: no such folder; give an EarthRL checkpoint")
+    # a non-empty OUT names the CLI flag
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    rc, err, _ = _cli([adapter, tmp_path / "full", "--base-model", tiny_model, "--lora-alpha", "8"], capsys)
+    assert rc == 2 and err == f"{tmp_path / 'full'} exists and is not empty; choose another output folder or pass --overwrite"
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_cli_refuses_verl_flags_that_differ_from_an_earthrl_checkpoint(tmp_path, tiny_model, capsys):
+    ckpt = tmp_path / "step_000001"
+    _verl_adapter(ckpt / "adapter", tiny_model, alpha=8)
+    (ckpt / "meta.json").write_text(json.dumps({"base_model": str(tiny_model), "step": 1}))
+    capsys.readouterr()  # transformers' loading bar
+    why = f"only for a verl adapter folder; {ckpt} is an EarthRL checkpoint (meta.json)"
+    assert _cli([ckpt, tmp_path / "o", "--lora-alpha", "3"], capsys)[:2] == (
+        2, f"--lora-alpha 3: {why} whose adapter has lora_alpha 8; drop --lora-alpha")
+    assert _cli([ckpt, tmp_path / "o", "--base-model", tmp_path], capsys)[:2] == (
+        2, f"--base-model {tmp_path}: {why} whose base model is {str(tiny_model)!r}; drop --base-model "
+           "(or fix base_model in its meta.json)")
+    assert not (tmp_path / "o").exists()
+    # the checkpoint's own values are accepted, and the export uses them
+    rc, _, out = _cli([ckpt, tmp_path / "o", "--lora-alpha", "8", "--base-model", tiny_model], capsys)
+    assert rc == 0 and out.strip() == str(tmp_path / "o")
+    assert json.loads((tmp_path / "o" / "earthrl_export.json").read_text())["lora_alpha"] == 8
