@@ -24,6 +24,7 @@ each a function returning a flat dict of numbers; the suite registry maps a name
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import platform
 import tempfile
@@ -100,12 +101,13 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             parser.error(f"argument --out: cannot write {args.out} ({exc.strerror or exc}); choose a writable path")
 
 
-GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 11
+GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 11; {key}: the measurement's value
     ("EarthRL vLLM / EarthRL HF tokens/s", "rollout", "engines", "vllm_over_hf", ">=", 2.0),
     ("EarthRL vLLM / standalone vLLM tokens/s", "rollout", "engines", "earthrl_vllm_over_standalone", ">=", 0.9),
     ("local GRPO step / TRL GRPOTrainer step", "train", "grpo_step", "earthrl_over_trl", "<=", 0.7),
     ("rewards + advantages / measured local step", "train", "grpo_step", "rewards_advantages_share", "<", 0.01),
-    ("rewards + advantages (1024 x 8192) / 330 s step", "algorithms", "rewards_advantages", "share_of_step", "<", 0.01),
+    ("rewards + advantages ({batch} x {tokens}) / 330 s step", "algorithms", "rewards_advantages", "share_of_step",
+     "<", 0.01),
     ("EnvPool step overhead, median ms", "env", "env_step", "median_overhead_ms", "<=", 2.0),
     ("NDVI tool / bare numpy time", "env", "ndvi", "ratio", "<=", 1.3),
 ]
@@ -113,14 +115,16 @@ COMPARE = {">=": float.__ge__, "<=": float.__le__, "<": float.__lt__}
 
 
 def goal_table(results: dict[str, dict[str, dict]]) -> list[dict]:
-    """Each goal of :data:`GOALS` whose suite ran: ``{"goal", "value", "target", "met"}``, or ``"skipped"``
+    """Each goal of :data:`GOALS` whose suite ran: ``{"goal", "value", "target", "met"}`` (``goal``: the label
+    with the measurement's ``{key}`` values filled in, ``?`` when missing), or ``"skipped"``
     with the measurement's ``*_skipped`` / ``error`` reasons when its metric is missing."""
     rows = []
     for what, suite, name, metric, op, target in GOALS:
         if suite not in results:
             continue
         r = results[suite].get(name) or results[suite].get("error", {})
-        row = {"goal": what, "metric": f"{suite}/{name}/{metric}", "target": f"{op} {target:g}"}
+        label = what.format_map(collections.defaultdict(lambda: "?", r))  # the sizes actually measured
+        row = {"goal": label, "metric": f"{suite}/{name}/{metric}", "target": f"{op} {target:g}"}
         if isinstance(r.get(metric), (int, float)):
             row.update(value=float(r[metric]), met=COMPARE[op](float(r[metric]), target))
         else:

@@ -7,6 +7,8 @@
 merger writes ``lora_alpha`` 0). An EarthRL checkpoint records both in its meta.json and adapter: the
 flags are accepted there only when they equal the checkpoint's own values, and refused otherwise
 (one line naming the flag and the checkpoint's value), so that a flag is never silently ignored.
+One exception: ``--base-model`` replaces a recorded base model that is no longer there (a moved or
+copied checkpoint); a note line on stderr says so.
 Exit status 0, or 2 with one ``earthrl: error:`` line.
 """
 
@@ -18,7 +20,7 @@ import sys
 from pathlib import Path
 
 from earthrl.models.export import (CLI_NAMES, ExportError, adapter_alpha, export_merged, export_verl_adapter,
-                                   read_checkpoint)
+                                   read_checkpoint, resolve_base_model)
 
 VERL_FLAGS = {"--base-model": "<the base HF folder the run trained (model.path)>",
               "--lora-alpha": "<the run's model.lora.alpha>"}
@@ -36,26 +38,38 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def check_checkpoint_flags(ckpt: Path, base_model: str | None, lora_alpha: float | None) -> None:
+def check_checkpoint_flags(ckpt: Path, base_model: str | None, lora_alpha: float | None) -> str | None:
     """Refuse ``--base-model`` / ``--lora-alpha`` given for an EarthRL checkpoint unless they equal its own
-    ``meta.json`` base model / adapter alpha (module doc).
+    ``meta.json`` base model / adapter alpha, or the recorded base model is gone (module doc).
 
+    Returns:
+        the ``--base-model`` to use instead of the recorded one (its folder is gone), else None.
     Raises:
         ExportError: a flag that differs (names it, the checkpoint's value and the fix); the checkpoint's
             own problems (:func:`earthrl.models.export.read_checkpoint`).
     """
     meta = read_checkpoint(ckpt)
     why = f"only for a verl adapter folder; {ckpt} is an EarthRL checkpoint (meta.json)"
+    replacement = None
     if base_model is not None:
         own = str(meta["base_model"])
         if base_model != own and Path(base_model).expanduser().resolve() != Path(own).expanduser().resolve():
-            raise ExportError(f"--base-model {base_model}: {why} whose base model is {own!r}; drop --base-model "
-                              "(or fix base_model in its meta.json)")
+            try:
+                resolve_base_model(own)
+            except ExportError:  # the recorded base is gone: the flag is the only way to name it
+                replacement = base_model
+            else:
+                raise ExportError(f"--base-model {base_model}: {why} whose base model is {own!r}; drop "
+                                  "--base-model (or fix base_model in its meta.json)")
     if lora_alpha is not None:
         own_alpha = adapter_alpha(json.loads((ckpt / "adapter" / "adapter_config.json").read_text()), meta)
         if float(lora_alpha) != float(own_alpha):
             raise ExportError(f"--lora-alpha {lora_alpha:g}: {why} whose adapter has lora_alpha {own_alpha:g}; "
                               "drop --lora-alpha")
+    if replacement is not None:
+        print(f"earthrl: note: --base-model {replacement} replaces the recorded base model {meta['base_model']!r} "
+              "(not found)", file=sys.stderr)
+    return replacement
 
 
 def export(args: argparse.Namespace) -> Path:
@@ -73,8 +87,8 @@ def export(args: argparse.Namespace) -> Path:
                               + " and ".join(f"{flag} {VERL_FLAGS[flag]}" for flag in missing))
         return export_verl_adapter(ckpt, args.out, args.base_model, args.lora_alpha, overwrite=args.overwrite,
                                    names=CLI_NAMES)
-    check_checkpoint_flags(ckpt, args.base_model, args.lora_alpha)
-    return export_merged(ckpt, args.out, overwrite=args.overwrite, names=CLI_NAMES)
+    base_model = check_checkpoint_flags(ckpt, args.base_model, args.lora_alpha)
+    return export_merged(ckpt, args.out, overwrite=args.overwrite, names=CLI_NAMES, base_model=base_model)
 
 
 def main(argv: list[str]) -> int:

@@ -24,9 +24,32 @@ from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.tools.registry import TOOLS
 
 
+OUTPUT_DIR_KEYS = {"train": "trainer.output_dir", "eval": "eval.output_dir", "sft": "sft.output_dir"}
+
+
+def check_output_dir(key: str, output_dir: str | Path | None) -> None:
+    """``output_dir`` (the value of config key ``key``; None: the command's default) can be a folder:
+    neither it nor a folder above it is a file. Checked before anything is written.
+
+    Raises:
+        ConfigError: one line naming ``key``, the file in the way and the fix.
+    """
+    if output_dir is None or str(output_dir) == "":
+        return
+    path = Path(output_dir).expanduser()
+    for at in (path, *path.parents):
+        if at.exists():
+            if not at.is_dir():
+                where = "is a file" if at == path else f"is under {at}, which is a file"
+                raise ConfigError(f"{key}={output_dir} {where}; name a folder (a new one, or the run folder "
+                                  f"to continue) with {key}=DIR")
+            return
+
+
 def check_job_config(cfg: DictConfig, command: str) -> None:
-    """Every config value (:func:`earthrl.launch.config_rules.check_config`), the ``env``
-    group's settings (:func:`earthrl.rollout.runtime.env_kwargs`) and the rollout engine's name.
+    """Every config value (:func:`earthrl.launch.config_rules.check_config`), the run folder
+    (:func:`check_output_dir`), the ``env`` group's settings (:func:`earthrl.rollout.runtime.env_kwargs`)
+    and the rollout engine's name.
 
     Raises:
         ConfigError: the first bad value.
@@ -34,6 +57,8 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     from earthrl.rollout.engines import ENGINES  # lazy: rollout.engines imports torch (hf_engine)
 
     check_config(cfg, command)
+    key = OUTPUT_DIR_KEYS[command]
+    check_output_dir(key, OmegaConf.select(cfg, key))
     env_kwargs(cfg.env)
     if cfg.cluster.engine in ("auto", "vllm"):
         try:  # the engine's own check, before anything is written or started

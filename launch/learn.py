@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_rules import check_config
-from earthrl.launch.job_inputs import data_root, load_tasks
+from earthrl.launch.job_inputs import check_output_dir, data_root, load_tasks
 from earthrl.launch.override_text import CONF_DIR, as_overrides
 from earthrl.launch.warm_start import preset_file
 from earthrl.models.checkpoint import list_checkpoints
@@ -85,6 +85,13 @@ class LearnRecipe:
         (the checkpoints that earlier stages write are left out)."""
         jobs = {"eval base": ("eval", self.eval_overrides("base")), "grpo": ("train", self.grpo_overrides())}
         return jobs | {f"sft {m}": ("sft", self.sft_overrides(m)) for m in self.compare_modes()}
+
+    @staticmethod
+    def learn_keys(message: str) -> str:
+        """A stage's error ``message`` with the eval keys it names as ``earthrl learn`` takes them
+        (``eval.resume`` is ``++learn.eval.eval.resume``, every ``eval.output_dir`` is under ``learn.output_dir``)."""
+        return (message.replace("set eval.resume=false", "set ++learn.eval.eval.resume=false")
+                .replace("choose another eval.output_dir", "choose another learn.output_dir"))
 
     def run_stage(self, what: str, command: str, overrides: list[str]) -> None:
         """Print the stage and its command (as a user would type it), then run ``earthrl <command>``
@@ -156,6 +163,7 @@ class LearnRecipe:
         """
         check_config(self.cfg, "learn")
         ln = self.ln
+        check_output_dir("learn.output_dir", ln.output_dir)
         preset_file(str(ln.warm_start), "learn.warm_start")
         group = CONF_DIR / "tasks" / f"{ln.tasks}.yaml"
         if not group.is_file():

@@ -136,7 +136,7 @@ def validate_job(cfg, command: str) -> None:
             try:
                 validate_job(compose_job(CONFIG_NAMES[name], overrides), name)
             except ConfigError as exc:
-                raise ConfigError(f"learn stage '{stage}' (earthrl {name}): {exc}") from None
+                raise ConfigError(f"learn stage '{stage}' (earthrl {name}): {recipe.learn_keys(str(exc))}") from None
     else:
         from earthrl.launch.eval import EvalJob  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 

