@@ -190,8 +190,10 @@ def summarise(evals: dict[str, Path], tasks: list[dict], grpo_metrics: Path, n_r
         grpo_metrics: the GRPO run's ``metrics.jsonl`` (its reward curve).
 
     Returns:
-        ``{"stages": {stage: {metric: {"value", "ci95", "n"}}}, "differences": {"sft-base"|"grpo-sft":
-        {metric: paired_difference(...)}}, "reward_curve": [float], "n_tasks": int}``.
+        ``{"stages": {stage: {metric: {"value", "ci95", "n"}}}, "differences": {"sft-base"|"grpo-sft"|
+        "sft-sft_<mode>": {metric: paired_difference(...)}}, "reward_curve": [float], "n_tasks": int}``; a
+        difference "x-y" is stage x minus stage y ("sft-sft_oracle": the ``learn.warm_start`` SFT minus the
+        oracle-mode SFT of the comparison).
     """
     entries = {stage: _stage_records(folder, {t["id"]: t for t in tasks}) for stage, folder in evals.items()}
     seen = {e["task_id"] for es in entries.values() for e in es}  # the tasks evaluated (eval.max_tasks)
@@ -204,7 +206,9 @@ def summarise(evals: dict[str, Path], tasks: list[dict], grpo_metrics: Path, n_r
         stages[stage] = {m: rep["metrics"][m] for m in CURVE_METRICS} | {"n": rep["n_trajectories"]}
     records = {stage: episode_records(es, by_id) for stage, es in entries.items()}
     diffs = {}
-    for name, (a, b) in {"sft-base": ("base", "sft"), "grpo-sft": ("sft", "grpo")}.items():
+    pairs = {"sft-base": ("base", "sft"), "grpo-sft": ("sft", "grpo")}
+    pairs |= {f"sft-{s}": (s, "sft") for s in evals if s.startswith("sft_")}  # masked SFT vs each compared mode
+    for name, (a, b) in pairs.items():
         diffs[name] = {m: paired_difference(records[a], records[b], refs, m, n_resamples=n_resamples, seed=seed)
                        for m in CURVE_METRICS}
     curve = []

