@@ -152,7 +152,7 @@ def export_merged(
         ``out_dir``.
     Raises:
         ExportError: missing checkpoint files, base model not found, alpha 0, unknown dtype,
-            ``out_dir`` is a file, or ``out_dir`` exists and is non-empty while ``overwrite`` is False.
+            ``out_dir`` is (or is under) a file, or ``out_dir`` exists and is non-empty while ``overwrite`` is False.
     """
     from peft import LoraConfig, PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -163,8 +163,10 @@ def export_merged(
         if dtype not in _DTYPES:
             raise ExportError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPES)}")
         dtype = _DTYPES[dtype]
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ExportError(f"{names.out} {out_dir} is a file; name a folder (new or empty) to write the export into")
+    blocker = next((at for at in (out_dir, *out_dir.parents) if at.exists()), None)  # first existing path
+    if blocker is not None and not blocker.is_dir():
+        where = "is a file" if blocker == out_dir else f"is under {blocker}, which is a file"
+        raise ExportError(f"{names.out} {out_dir} {where}; name a folder (new or empty) to write the export into")
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
         raise ExportError(f"{out_dir} exists and is not empty; choose another output folder or pass {names.overwrite}")
     base_dir = (resolve_base_model(str(base_model), source=names.base_model) if base_model is not None

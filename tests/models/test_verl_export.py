@@ -132,6 +132,9 @@ def test_export_cli_refuses_non_finite_alpha_and_file_paths(tmp_path, tiny_model
     rc, err, _ = _cli([adapter, afile, "--base-model", tiny_model, "--lora-alpha", "8"], capsys)
     assert (rc, err) == (2, f"OUT {afile} is a file; name a folder (new or empty) to write the export into")
     assert afile.read_text() == "x"
+    rc, err, _ = _cli([adapter, afile / "sub", "--base-model", tiny_model, "--lora-alpha", "8"], capsys)
+    assert (rc, err) == (2, f"OUT {afile / 'sub'} is under {afile}, which is a file; name a folder (new or empty) "
+                            "to write the export into")
     rc, err, _ = _cli([afile, tmp_path / "o"], capsys)
     assert rc == 2 and err.startswith(f"checkpoint {afile} is a file, not a checkpoint folder; give an EarthRL")
     assert not (tmp_path / "o").exists()
