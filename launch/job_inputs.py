@@ -18,6 +18,7 @@ from earthrl.launch.config_rules import check_config
 from earthrl.rollout.runtime import env_kwargs, check_task_data
 from earthrl.envs.paths import model_dir, data_dir
 from earthrl.models.fetch import available_models
+from earthrl.models.fs import file_in_the_way
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.core.tasks import TaskFileError, load_suite
@@ -37,13 +38,10 @@ def check_output_dir(key: str, output_dir: str | Path | None) -> None:
     if output_dir is None or str(output_dir) == "":
         return
     path = Path(output_dir).expanduser()
-    for at in (path, *path.parents):
-        if at.exists():
-            if not at.is_dir():
-                where = "is a file" if at == path else f"is under {at}, which is a file"
-                raise ConfigError(f"{key}={output_dir} {where}; name a folder (a new one, or the run folder "
-                                  f"to continue) with {key}=DIR")
-            return
+    if (blocker := file_in_the_way(path)) is not None:
+        where = "is a file" if blocker == path else f"is under {blocker}, which is a file"
+        raise ConfigError(f"{key}={output_dir} {where}; name a folder (a new one, or the run folder "
+                          f"to continue) with {key}=DIR")
 
 
 def check_job_config(cfg: DictConfig, command: str) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from earthrl.models.fs import atomic_folder
+from earthrl.models.fs import atomic_folder, file_in_the_way
 from earthrl.envs.paths import model_dir
 
 EXPORT_MARKER = "earthrl_export.json"
@@ -58,11 +58,10 @@ CLI_NAMES = ArgNames("--base-model", "--lora-alpha", "--overwrite", "OUT")
 def require_folder(path: Path) -> None:
     """Raises:
         ExportError: ``path`` is a file or not there (one line naming which, what to give instead)."""
-    if Path(path).exists() and not Path(path).is_dir():
-        raise ExportError(f"checkpoint {path} is a file, not a checkpoint folder; give an EarthRL checkpoint folder "
-                          "(runs/<exp>/checkpoints/step_NNNNNN) or a verl checkpoint's LoRA adapter folder")
     if not Path(path).is_dir():
-        raise ExportError(f"checkpoint {path}: no such folder; give an EarthRL checkpoint folder "
+        what = f"checkpoint {path} is a file, not a checkpoint folder" if Path(path).exists() else \
+            f"checkpoint {path}: no such folder"
+        raise ExportError(f"{what}; give an EarthRL checkpoint folder "
                           "(runs/<exp>/checkpoints/step_NNNNNN) or a verl checkpoint's LoRA adapter folder")
 
 
@@ -163,8 +162,7 @@ def export_merged(
         if dtype not in _DTYPES:
             raise ExportError(f"unknown dtype {dtype!r}; choose one of {sorted(_DTYPES)}")
         dtype = _DTYPES[dtype]
-    blocker = next((at for at in (out_dir, *out_dir.parents) if at.exists()), None)  # first existing path
-    if blocker is not None and not blocker.is_dir():
+    if (blocker := file_in_the_way(out_dir)) is not None:
         where = "is a file" if blocker == out_dir else f"is under {blocker}, which is a file"
         raise ExportError(f"{names.out} {out_dir} {where}; name a folder (new or empty) to write the export into")
     if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:

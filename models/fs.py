@@ -15,6 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file that keeps ``folder`` from being a folder: ``folder`` itself or the nearest existing path
+    above it, when that is not a folder; None when ``folder`` is (or can be created as) a folder."""
+    folder = Path(folder).expanduser()
+    existing = next((at for at in (folder, *folder.parents) if at.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def partial_dir(final: Path) -> Path:
     """Temporary sibling of ``final`` that this process builds into (``.<name>.partial-<pid>``)."""
     return final.parent / f".{final.name}.partial-{os.getpid()}"
