@@ -198,6 +198,7 @@ def test_a_python_without_vllm_fails_at_start_saying_why(tiny_model):
     import sys
 
     if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("this environment has vLLM (gpu extra)")
+        pytest.skip("needs a Python without vLLM to start the engine with; this main environment has vLLM "
+                    "(the gpu extra, GPU machines only), so the CPU layout it tests (.venv-vllm apart) is not here")
     with pytest.raises(EngineUnavailable, match="failed to start: ModuleNotFoundError: No module named 'vllm'"):
         VLLMEngine(str(tiny_model), stop_ids=[2], python=sys.executable)
