@@ -8,6 +8,7 @@ Each function raises :class:`~earthrl.envs.errors.ConfigError` with one line nam
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,27 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
     if not tasks:
         raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
     return tasks
+
+
+def holds_run(output_dir: Path) -> bool:
+    """True when ``output_dir`` holds a run of ``earthrl train`` or ``earthrl sft``: a non-empty
+    ``checkpoints/`` or a ``metrics.jsonl`` (a new run there would overwrite its checkpoints and append
+    duplicate step lines to its metrics)."""
+    ckpts = output_dir / "checkpoints"
+    return (output_dir / "metrics.jsonl").is_file() or (ckpts.is_dir() and any(ckpts.iterdir()))
+
+
+def clear_unfinished_sft(folder: Path) -> bool:
+    """Remove what an interrupted ``earthrl sft`` left in ``folder`` — ``checkpoints/`` and
+    ``metrics.jsonl`` with no ``sft_summary.json`` — so that the stage owning the folder (a warm start, a
+    ``learn`` comparison) can run it again; the trajectories it built in ``data/`` are kept and reused.
+    Returns True when something was removed; a finished run (``sft_summary.json``) is never touched."""
+    if (folder / "sft_summary.json").is_file() or not holds_run(folder):
+        return False
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+    (folder / "metrics.jsonl").unlink(missing_ok=True)
+    print(f"{folder}: an interrupted SFT run's checkpoints and metrics removed; running it again", flush=True)
+    return True
 
 
 def start_run_folder(cfg: DictConfig, output_dir: Path) -> dict:

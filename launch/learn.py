@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_rules import check_config
-from earthrl.launch.job_inputs import check_output_dir, data_root, load_tasks
+from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
 from earthrl.launch.override_text import CONF_DIR, as_overrides
 from earthrl.launch.warm_start import preset_file
 from earthrl.models.checkpoint import list_checkpoints
@@ -111,6 +111,7 @@ class LearnRecipe:
         """A comparison SFT in ``mode`` (skipped when its summary is there); returns its final checkpoint."""
         folder = self.out / f"sft_{mode}"
         if not (folder / "sft_summary.json").is_file():
+            clear_unfinished_sft(folder)
             self.run_stage(f"SFT ({mode}, for the comparison)", "sft", self.sft_overrides(mode))
         return self.last_checkpoint(folder, "SFT")
 

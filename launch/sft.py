@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
 from earthrl.envs.errors import ConfigError
-from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path, start_run_folder
+from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.sft_data import build_records
 from earthrl.models.checkpoint import save_checkpoint
 from earthrl.models.dtype import resolve_dtype
@@ -58,6 +58,10 @@ class SFTRecipe:
         self.model_path = model_path(cfg)
         self.data_root = data_root(cfg)
         self.output_dir = Path(cfg.sft.output_dir)
+        if holds_run(self.output_dir):
+            raise ConfigError(f"sft.output_dir={self.output_dir} already holds an SFT run (checkpoints/ or "
+                              "metrics.jsonl): choose another (or an empty) sft.output_dir; its trajectories "
+                              "can be reused with sft.data.path=FILE (they are in its data/)")
         path = cfg.sft.data.path
         if path and not Path(path).is_file():
             raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "

@@ -34,7 +34,8 @@ from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import fault_counts, FailureGuard
 from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
                                         flat_metrics)
-from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path, start_run_folder
+from earthrl.launch.job_inputs import (check_job_config, data_root, holds_run, load_tasks, model_path,
+                                      start_run_folder)
 from earthrl.rollout.runtime import RolloutRuntime
 from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 from earthrl.models.dtype import resolve_dtype
@@ -43,13 +44,6 @@ from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
 from earthrl.launch.verl_config import verl_job
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
-
-
-def holds_run(output_dir: Path) -> bool:
-    """True when ``output_dir`` holds a training run: a non-empty ``checkpoints/`` or a ``metrics.jsonl``
-    (a run without ``trainer.resume`` must not redo its steps there and append duplicate lines)."""
-    ckpts = output_dir / "checkpoints"
-    return (output_dir / "metrics.jsonl").is_file() or (ckpts.is_dir() and any(ckpts.iterdir()))
 
 
 class LocalGRPORecipe:

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
+from earthrl.launch.job_inputs import clear_unfinished_sft
 from earthrl.launch.override_text import CONF_DIR, as_overrides, presets
 from earthrl.models.checkpoint import list_checkpoints
 
@@ -82,6 +83,7 @@ def ensure_warm_start(cfg: DictConfig, preset: str) -> Path:
     if found:
         print(f"warm start: cached SFT checkpoint {found[-1]} (trainer.warm_start={preset})", flush=True)
         return found[-1]
+    clear_unfinished_sft(folder)
     argv = sft_overrides(cfg, preset, folder)
     print(f"warm start: building it once (trainer.warm_start={preset}): earthrl sft {' '.join(argv)}", flush=True)
     t0 = time.perf_counter()

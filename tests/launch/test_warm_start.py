@@ -1,5 +1,6 @@
 """`trainer.warm_start`: the SFT run it starts has the training run's own model, tasks, env and cluster
-settings (composed here through Hydra), its cache key follows them, and bad presets stop up front."""
+settings (composed here through Hydra), its cache key follows them, bad presets stop up front, and an
+interrupted build is cleared for its rerun."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import clear_unfinished_sft
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
 from earthrl.launch.warm_start import sft_overrides, warm_start_folder
 
@@ -55,3 +57,23 @@ def test_a_preset_that_is_not_a_name_lists_the_presets(tmp_path, value):
     shown = {"123": "123", "true": "true", "[tiny]": "['tiny']"}[value]
     assert str(err.value) == f"trainer.warm_start={shown} must be null or a conf/sft preset: one of {known}"
     assert not out.exists()
+
+
+def test_an_interrupted_sft_folder_is_cleared_for_its_rerun_and_a_finished_one_kept(tmp_path, capsys):
+    """What a killed warm-start build or `learn` comparison SFT left (checkpoints, metrics, no summary) is
+    removed before the stage runs again, its built trajectories kept; a finished run is never touched."""
+    killed, done, empty = tmp_path / "killed", tmp_path / "done", tmp_path / "empty"
+    for folder in (killed, done):
+        (folder / "checkpoints" / "step_000002").mkdir(parents=True)
+        (folder / "metrics.jsonl").write_text('{"step": 1}\n')
+        (folder / "data").mkdir()
+        (folder / "data" / "failure_json.jsonl").write_text("{}\n")
+    (done / "sft_summary.json").write_text("{}")
+    empty.mkdir()
+    assert clear_unfinished_sft(killed) is True
+    assert sorted(p.name for p in killed.iterdir()) == ["data"]
+    assert (killed / "data" / "failure_json.jsonl").read_text() == "{}\n"
+    assert f"{killed}: an interrupted SFT run's checkpoints and metrics removed" in capsys.readouterr().out
+    assert clear_unfinished_sft(done) is False and clear_unfinished_sft(empty) is False
+    assert sorted(p.name for p in done.iterdir()) == ["checkpoints", "data", "metrics.jsonl", "sft_summary.json"]
+    assert (done / "checkpoints" / "step_000002").is_dir() and list(empty.iterdir()) == []

