@@ -32,6 +32,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.paths import earthrl_home
 from earthrl.launch.config_rules import check_config
 from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
 from earthrl.launch.override_text import CONF_DIR, as_overrides
@@ -143,8 +144,10 @@ class LearnRecipe:
         self.validate()
         self.out.mkdir(parents=True, exist_ok=True)
         (self.out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
-        (self.out / "commands.sh").write_text("# the stages of the last `earthrl learn` run, in order "
-                                              "(with the virtual environment active: source .venv/bin/activate)\n")
+        (self.out / "commands.sh").write_text(  # in the run's folder and cache, so they reproduce it from anywhere
+            "# the stages of the last `earthrl learn` run, in order (with the virtual environment active: "
+            f"source .venv/bin/activate)\ncd {shlex.quote(str(Path.cwd()))}\n"
+            f"export EARTHRL_HOME={shlex.quote(str(earthrl_home().resolve()))}\n")
         evals = {"base": self.evaluate("base", None)}
         sft_ckpt, grpo_ckpt = self.grpo()
         evals["sft"] = self.evaluate("sft", sft_ckpt)

@@ -29,7 +29,8 @@ from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.models.checkpoint import (save_checkpoint, resolve_resume, load_checkpoint, rng_state,
-                                       set_rng_state, list_checkpoints, check_init_checkpoint, load_adapter_weights)
+                                       set_rng_state, list_checkpoints, check_init_checkpoint, load_adapter_weights,
+                                       checkpoint_step)
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import fault_counts, FailureGuard
 from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
@@ -105,6 +106,14 @@ class LocalGRPORecipe:
                 and not Path(path).expanduser().exists()):
             return Path(path)
         return None
+
+    def finished_step(self) -> int | None:
+        """The step of the checkpoint ``trainer.resume`` picked when it already reached ``trainer.steps``
+        (the run is finished: nothing to train), else None. Call after :meth:`validate`."""
+        if self.resume_from is None:
+            return None
+        step = checkpoint_step(self.resume_from)
+        return step if step >= int(self.cfg.trainer.steps) else None
 
     def validate_algorithm(self) -> None:
         """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group
@@ -394,6 +403,14 @@ def run(cfg: DictConfig) -> list[dict]:
     if str(cfg.backend) == "verl":
         return run_verl_backend(cfg)
     recipe = LocalGRPORecipe(cfg)
+    recipe.validate()
+    done = recipe.finished_step()
+    if done is not None:  # a finished run resumed: start no Ray, engine or model
+        print(f"trainer.output_dir={recipe.output_dir} is finished: its checkpoint {recipe.resume_from.name} "
+              f"reached trainer.steps={cfg.trainer.steps}; nothing to train (raise trainer.steps to go on)")
+        if cfg.trainer.export and not (recipe.output_dir / "export").is_dir():
+            print(f"exported model: {recipe.export()}")
+        return []
     try:
         recipe.setup()
         history = recipe.train()

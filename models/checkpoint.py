@@ -101,6 +101,16 @@ def resolve_resume(resume: str, root: Path) -> Path | None:
     return path
 
 
+def checkpoint_step(path: Path) -> int:
+    """The completed optimizer steps of the complete checkpoint ``path`` (its ``meta.json``), read
+    without loading weights.
+
+    Raises:
+        FileNotFoundError: no ``meta.json`` there (not a complete checkpoint).
+    """
+    return int(json.loads((Path(path) / "meta.json").read_text())["step"])
+
+
 def check_init_checkpoint(path: Path, lora: dict) -> Path:
     """Check that ``path`` is a complete checkpoint whose adapter has the LoRA shape ``lora``
     (``rank``, ``target_modules``) of the run it is to start (``trainer.init_from``).

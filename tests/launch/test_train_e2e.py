@@ -70,6 +70,17 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
     assert heldout["n_trajectories"] == 4 and heldout["metrics"]["avg_turns"]["value"] == metrics[1]["heldout/avg_turns"]
     assert list((tmp_path / "straight" / "wandb").glob("offline-run-*"))
 
+    # resuming the finished run again trains nothing and loads no model; its export (made at its end) is kept
+    before = (tmp_path / "split" / "metrics.jsonl").read_text()
+    exported_at = (tmp_path / "split" / "export" / "config.json").stat().st_mtime_ns
+    again = earthrl("train", *args, "trainer.steps=2", "trainer.output_dir=split", "trainer.resume=auto", cwd=tmp_path,
+                    env=env)
+    assert again.stdout.splitlines()[-1] == ("trainer.output_dir=split is finished: its checkpoint step_000002 reached "
+                                             "trainer.steps=2; nothing to train (raise trainer.steps to go on)")
+    assert "resumed from" not in again.stdout and "model.dtype" not in again.stdout
+    assert (tmp_path / "split" / "metrics.jsonl").read_text() == before
+    assert (tmp_path / "split" / "export" / "config.json").stat().st_mtime_ns == exported_at
+
     # the export folder reloads in plain transformers and generates
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
