@@ -2,6 +2,7 @@
 
     earthrl export runs/<exp>/checkpoints/step_000003 OUT            an EarthRL checkpoint (meta.json)
     earthrl export <verl lora_adapter> OUT --base-model DIR --lora-alpha A    a verl checkpoint's adapter
+    ... --dtype bfloat16|float16|float32 (default bfloat16), --overwrite
 
 ``--base-model`` and ``--lora-alpha`` are for a verl adapter folder only (it has no meta.json; verl's
 merger writes ``lora_alpha`` 0). An EarthRL checkpoint records both in its meta.json and adapter: the
@@ -19,8 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-from earthrl.models.export import (CLI_NAMES, ExportError, adapter_alpha, export_merged, export_verl_adapter,
-                                   read_checkpoint, resolve_base_model)
+from earthrl.models.export import (CLI_NAMES, EXPORT_DTYPES, ExportError, adapter_alpha, export_merged,
+                                   export_verl_adapter, read_checkpoint, resolve_base_model)
 
 VERL_FLAGS = {"--base-model": "<the base HF folder the run trained (model.path)>",
               "--lora-alpha": "<the run's model.lora.alpha>"}
@@ -34,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base-model", help="verl adapter only: the base HF folder the run trained (model.path)")
     p.add_argument("--lora-alpha", type=float, help="verl adapter only: the alpha the run trained with "
                    "(model.lora.alpha; verl's merger writes 0)")
+    p.add_argument("--dtype", choices=EXPORT_DTYPES, default="bfloat16",
+                   help="the saved weights' dtype (default bfloat16; float16 for a GPU without bf16)")
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT")
     return p
 
@@ -85,10 +88,11 @@ def export(args: argparse.Namespace) -> Path:
         if missing:
             raise ExportError(f"{ckpt} is a verl LoRA adapter folder (no meta.json): also give "
                               + " and ".join(f"{flag} {VERL_FLAGS[flag]}" for flag in missing))
-        return export_verl_adapter(ckpt, args.out, args.base_model, args.lora_alpha, overwrite=args.overwrite,
-                                   names=CLI_NAMES)
+        return export_verl_adapter(ckpt, args.out, args.base_model, args.lora_alpha, dtype=args.dtype,
+                                   overwrite=args.overwrite, names=CLI_NAMES)
     base_model = check_checkpoint_flags(ckpt, args.base_model, args.lora_alpha)
-    return export_merged(ckpt, args.out, overwrite=args.overwrite, names=CLI_NAMES, base_model=base_model)
+    return export_merged(ckpt, args.out, dtype=args.dtype, overwrite=args.overwrite, names=CLI_NAMES,
+                         base_model=base_model)
 
 
 def main(argv: list[str]) -> int:

@@ -33,7 +33,9 @@ from earthrl.models.fs import atomic_folder, file_in_the_way
 from earthrl.envs.paths import model_dir
 
 EXPORT_MARKER = "earthrl_export.json"
-_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float32": torch.float32, "fp32": torch.float32}
+_DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+           "float32": torch.float32, "fp32": torch.float32}
+EXPORT_DTYPES = ("bfloat16", "float16", "float32")  # the names `earthrl export --dtype` takes
 
 
 class ExportError(RuntimeError):
@@ -139,8 +141,8 @@ def export_merged(
 ) -> Path:
     """Merge the checkpoint's LoRA adapter into its base and save a plain HF folder at ``out_dir``.
 
-    Loads the base in ``dtype`` (``"bfloat16"`` default, or ``"float32"`` for exact
-    comparisons), applies the adapter with ``peft.PeftModel.from_pretrained`` (with the
+    Loads the base in ``dtype`` (``"bfloat16"`` default; ``"float16"`` for GPUs without bf16, e.g. a
+    V100 or T4 serving it with vLLM; ``"float32"`` for exact comparisons), merges and saves in it, applies the adapter with ``peft.PeftModel.from_pretrained`` (with the
     real alpha, see :func:`adapter_alpha`), writes the adapter to ``out_dir/adapter/``,
     ``merge_and_unload()``, saves safetensors + the base's tokenizer, and writes
     ``earthrl_export.json``. The folder is built in a temporary sibling and renamed, so a

@@ -152,3 +152,35 @@ def test_export_cli_base_model_replaces_a_recorded_base_that_is_gone(tmp_path, t
     assert rc == 0 and out.strip() == str(tmp_path / "o")
     assert err.splitlines()[0] == f"earthrl: note: --base-model {tiny_model} replaces the recorded base model '{gone}' (not found)"
     assert json.loads((tmp_path / "o" / "earthrl_export.json").read_text())["base_model"] == str(tiny_model)
+
+
+def test_export_cli_dtype_saves_the_merged_weights_in_it(tmp_path, tiny_model, capsys):
+    """`--dtype float16` (a GPU without bf16 serving the export): the saved weights are the float32 merge
+    rounded to float16, and the provenance file says so; an unknown dtype is argparse's refusal (exit 2)."""
+    from safetensors.torch import load_file
+
+    ckpt = tmp_path / "step_000001"
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"]))
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)  # a non-trivial adapter: the merge changes q_proj
+    model.save_pretrained(str(ckpt / "adapter"))
+    (ckpt / "meta.json").write_text(json.dumps({"base_model": str(tiny_model), "step": 1}))
+    for dtype in ("float32", "float16"):
+        rc, err, _ = _cli([ckpt, tmp_path / dtype, "--dtype", dtype], capsys)
+        assert rc == 0, err
+        assert json.loads((tmp_path / dtype / "earthrl_export.json").read_text())["dtype"] == dtype
+    full, half = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("float32", "float16"))
+    assert full.keys() == half.keys() and len(full) > 0
+    base = load_file(str(tiny_model / "model.safetensors"))
+    q = next(k for k in full if k.endswith("q_proj.weight"))
+    assert (full[q] - base[q].float()).abs().max() > 1e-2  # the merge is in the saved weights
+    for k in full:  # float16 merge = float32 merge to float16's precision (3 significant digits)
+        assert full[k].dtype == torch.float32 and half[k].dtype == torch.float16, k
+        torch.testing.assert_close(half[k].float(), full[k], atol=2e-3, rtol=2e-3)
+    with pytest.raises(SystemExit) as exit_:
+        _cli([ckpt, tmp_path / "o", "--dtype", "int8"], capsys)
+    assert exit_.value.code == 2 and "invalid choice: 'int8'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
