@@ -28,6 +28,7 @@ from earthrl.algorithms.group_filter import outcome_groups
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
+from earthrl.envs.paths import model_dir
 from earthrl.models.checkpoint import (save_checkpoint, resolve_resume, load_checkpoint, rng_state,
                                        set_rng_state, list_checkpoints, check_init_checkpoint, load_adapter_weights,
                                        checkpoint_step)
@@ -98,14 +99,17 @@ class LocalGRPORecipe:
 
     def verl_dry_run_path(self) -> Path | None:
         """``model.path`` of a ``backend=verl`` dry run whose path does not exist yet (not downloaded) but
-        whose ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); None otherwise: an
+        whose ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); with no ``model.path``,
+        ``$EARTHRL_HOME/models/<model.name>`` when it holds no model (:func:`~earthrl.launch.verl_config.job_arch`
+        says so). None otherwise: an
         existing path (a folder, empty or not, or a file) is checked as usual."""
         cfg = self.cfg
-        path = cfg.model.path
-        if (str(cfg.backend) == "verl" and bool(cfg.trainer.verl_dry_run) and path and cfg.model.get("arch")
-                and not Path(path).expanduser().exists()):
-            return Path(path)
-        return None
+        if str(cfg.backend) != "verl" or not bool(cfg.trainer.verl_dry_run) or not cfg.model.get("arch"):
+            return None
+        if not cfg.model.path:
+            stand_in = model_dir(str(cfg.model.name))
+            return None if (stand_in / "config.json").is_file() else stand_in  # job_arch says so
+        return None if Path(cfg.model.path).expanduser().exists() else Path(cfg.model.path)
 
     def finished_step(self) -> int | None:
         """The step of the checkpoint ``trainer.resume`` picked when it already reached ``trainer.steps``

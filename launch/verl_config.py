@@ -172,8 +172,9 @@ def job_arch(cfg: DictConfig, model_path: Path):
         if yaml_arch is None:
             raise ConfigError(f"model.path={model_path} has no config.json and model={cfg.model.name} has no model.arch: "
                               "point model.path at the downloaded Hugging Face folder")
-        print(f"model.path={model_path} is not there yet: the memory estimate comes from model.arch "
-              f"(conf/model/{cfg.model.name}.yaml)", flush=True)
+        where = (f"model.path={model_path} is not there yet" if cfg.model.path else
+                 f"model.path is not set (the dry run's verl config names {model_path}; set it for the real run)")
+        print(f"{where}: the memory estimate comes from model.arch (conf/model/{cfg.model.name}.yaml)", flush=True)
         return yaml_arch
     arch = Arch.from_folder(model_path)
     if yaml_arch is not None and arch.summary() != yaml_arch.summary():

@@ -13,6 +13,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.paths import model_dir
 from earthrl.launch.config_rules import check_config, rule_for
 from earthrl.launch.memory import GIB, Arch, check_fits
 from earthrl.launch.overrides import CONF_DIR, compose_job
@@ -125,6 +126,15 @@ def test_dry_run_before_the_download_estimates_from_model_arch(hydra_ctx, tmp_pa
     assert any(x.startswith("memory per GPU") and f"weights {weights:.2f}" in x for x in lines)
     assert lines[-1] == "trainer.verl_dry_run=true: verl config composed and checked; not started"
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, no run folder
+    # without model.path the dry run names the cache folder it would use, and estimates alike
+    stand_in = model_dir("qwen3-4b")
+    assert not (stand_in / "config.json").exists()
+    bare = earthrl("train", *DRY, "trainer.verl_dry_run=true", "trainer.output_dir=run", cwd=tmp_path).stdout.splitlines()
+    assert [x for x in bare if "model.arch" in x] == [
+        f"model.path is not set (the dry run's verl config names {stand_in}; set it for the real run): the memory "
+        "estimate comes from model.arch (conf/model/qwen3-4b.yaml)"]
+    assert [x for x in bare if x.startswith("memory per GPU")] == [x for x in lines if x.startswith("memory per GPU")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
     # a real run still needs the folder (the check `earthrl train` runs first)
     from earthrl.launch.overrides import validate_job
 
