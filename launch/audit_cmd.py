@@ -26,13 +26,14 @@ from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.data.catalog import DataMissingError
 from earthrl.envs.paths import data_dir
 from earthrl.envs.suites.audit import audit_mini
+from earthrl.launch.arg_parser import OneLineParser
 from earthrl.rewards.outcome import answer_correct
 
 EARTHBENCH = "earthbench"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="earthrl audit", description="Re-run each task's reference workflow "
+    p = OneLineParser(prog="earthrl audit", description="Re-run each task's reference workflow "
                                 "and report whether its answer reproduces.")
     p.add_argument("suite", help="earthrl-mini, earthrl-mini-core, earthbench, or a .json/.jsonl task file")
     p.add_argument("--data", type=Path, help="earthbench: the folder of Earth-Bench's rasters (questionN/…)")

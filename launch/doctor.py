@@ -19,6 +19,7 @@ from pathlib import Path
 
 from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.envs.sandbox.cgroup import pids_controller_root
+from earthrl.launch.arg_parser import OneLineParser
 from earthrl.models.dtype import cpu_bf16_flags
 from earthrl.rollout.vllm_env import vllm_python
 from earthrl.models.fetch import _source, is_complete, available_data, available_models
@@ -192,9 +193,8 @@ def run_checks() -> list[Check]:
 def main(argv: list[str]) -> int:
     """``earthrl doctor [--json]``: print the report; returns 0 when everything ``make train``
     needs is there, else 1."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="earthrl doctor", description="Check this machine for EarthRL.")
+    
+    parser = OneLineParser(prog="earthrl doctor", description="Check this machine for EarthRL.")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     args = parser.parse_args(argv)
     checks = run_checks()

@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+from earthrl.launch.arg_parser import OneLineParser
 from earthrl.models.export import (CLI_NAMES, EXPORT_DTYPES, ExportError, adapter_alpha, export_merged,
                                    export_verl_adapter, read_checkpoint, resolve_base_model)
 
@@ -28,7 +29,7 @@ VERL_FLAGS = {"--base-model": "<the base HF folder the run trained (model.path)>
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="earthrl export", description="Merge a checkpoint's LoRA adapter into a plain HF folder.")
+    p = OneLineParser(prog="earthrl export", description="Merge a checkpoint's LoRA adapter into a plain HF folder.")
     p.add_argument("checkpoint", type=Path, help="an EarthRL checkpoint folder (runs/<exp>/checkpoints/step_000003), "
                    "or a verl checkpoint's LoRA adapter folder (with --base-model and --lora-alpha)")
     p.add_argument("out", type=Path, help="output folder (safetensors + tokenizer)")

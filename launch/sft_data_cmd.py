@@ -14,7 +14,6 @@ builds the oracle / failure-aware data itself when ``sft.data.path`` is null (:f
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.arg_parser import OneLineParser
 from earthrl.launch.job_inputs import data_root, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
 from earthrl.launch.sft_data import TEACHER_ENGINES, build_records
@@ -39,7 +39,7 @@ def compose_for(action_format: str, overrides: list[str]) -> DictConfig:
 
 def main(argv: list[str]) -> int:
     """Entry point of ``earthrl sft-data``; returns the exit status (2 on a usage error)."""
-    p = argparse.ArgumentParser(prog="earthrl sft-data", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="earthrl sft-data", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build a JSONL of SFT trajectories")
     b.add_argument("--source", choices=SOURCES, required=True)

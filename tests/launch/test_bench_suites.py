@@ -175,7 +175,7 @@ def test_bench_options_are_checked_before_any_work(argv, error, monkeypatch, cap
     with pytest.raises(SystemExit) as info:
         main(argv)
     assert info.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == f"earthrl bench: error: {error}"
+    assert capsys.readouterr().err == f"earthrl bench: error: {error}; see `earthrl bench --help`\n"  # one line
 
 
 def test_bench_out_folder_is_created_up_front_and_a_folder_is_refused(tmp_path, monkeypatch, capsys):
