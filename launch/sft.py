@@ -66,6 +66,11 @@ class SFTRecipe:
         if path and not Path(path).is_file():
             raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "
                               "--source oracle|failure|teacher --out FILE` or set sft.data.path=null")
+        if path:  # every line a trajectory record, before the run folder is written
+            try:
+                read_jsonl(Path(path))
+            except ValueError as exc:
+                raise ConfigError(f"sft.data.path={exc}; give a file that `earthrl sft-data build` wrote") from None
         self.tasks = [] if path else load_tasks(cfg.tasks.name, "train", self.data_root)
 
     def records(self):
@@ -180,8 +185,9 @@ def run(cfg: DictConfig) -> dict:
               f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}; first batch "
               f"{summary['first_batch_loss_before']:.4f} -> {summary['first_batch_loss_after']:.4f}")
         print(f"sft checkpoint: {recipe.checkpoint_path}")
-        print(f"next: earthrl train trainer.init_from={recipe.checkpoint_path}  |  "
-              f"earthrl eval eval.checkpoint={recipe.checkpoint_path}")
+        model = f"model={cfg.model.name} " if not cfg.model.path else f"model.path={cfg.model.path} "
+        print(f"next: earthrl train {model}trainer.init_from={recipe.checkpoint_path}  |  "
+              f"earthrl eval {model}eval.checkpoint={recipe.checkpoint_path}")
         sys.stdout.flush()
         return summary
     finally:

@@ -61,6 +61,8 @@ def main(argv: list[str]) -> int:
     b.add_argument("overrides", nargs="*", help="Hydra overrides of the sft config (e.g. env.max_obs_chars=600)")
     args = p.parse_args(argv)
     try:
+        if args.out.is_dir():  # checked before the build, which can take minutes
+            raise ConfigError(f"--out {args.out} is a folder; name a .jsonl file (e.g. {args.out / 'sft.jsonl'})")
         overrides = [f"tasks.name={args.tasks}", *args.overrides]
         teacher = None
         if args.source == "teacher":

