@@ -193,7 +193,6 @@ def run_checks() -> list[Check]:
 def main(argv: list[str]) -> int:
     """``earthrl doctor [--json]``: print the report; returns 0 when everything ``make train``
     needs is there, else 1."""
-    
     parser = OneLineParser(prog="earthrl doctor", description="Check this machine for EarthRL.")
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     args = parser.parse_args(argv)

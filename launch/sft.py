@@ -66,9 +66,10 @@ class SFTRecipe:
         if path and not Path(path).is_file():
             raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "
                               "--source oracle|failure|teacher --out FILE` or set sft.data.path=null")
-        if path:  # every line a trajectory record, before the run folder is written
+        self.given_records = None
+        if path:  # every line a trajectory record, before the run folder is written (kept for records())
             try:
-                read_jsonl(Path(path))
+                self.given_records = read_jsonl(Path(path))
             except ValueError as exc:
                 raise ConfigError(f"sft.data.path={exc}; give a file that `earthrl sft-data build` wrote") from None
         self.tasks = [] if path else load_tasks(cfg.tasks.name, "train", self.data_root)
@@ -78,7 +79,7 @@ class SFTRecipe:
         (reused when that file exists)."""
         cfg, data = self.cfg, self.cfg.sft.data
         if data.path:
-            return read_jsonl(Path(data.path)), str(data.path)
+            return self.given_records, str(data.path)  # read and checked by validate()
         source = SOURCE_OF_MODE[str(cfg.sft.mode)]
         n = data.max_tasks
         cache = self.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
