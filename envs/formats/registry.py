@@ -125,12 +125,12 @@ class CodeActFormat(ActionFormat):
     turn's ``tool_calls`` are the env's records of the calls (validated arguments), its verdict
     the worst of theirs. Every tool and skill action is bound; the env refuses the ones the
     toolset does not allow. Options: ``limits`` (keyword arguments of ``SandboxLimits``),
-    ``sandbox`` (``{"allow_weaker": bool}``: run where neither bubblewrap nor the kernel layers
-    can isolate the code; config ``env.sandbox.allow_weaker``).
+    ``sandbox`` (``{"allow_weaker": bool}``: where bubblewrap cannot run, run on a weaker
+    backend that says what it lacks; config ``env.sandbox.allow_weaker``).
 
     Raises:
-        FormatUnavailable: :mod:`earthrl.envs.formats.codeact` is not importable, or the machine cannot
-            isolate the code and ``allow_weaker`` is not set (one line naming the fix).
+        FormatUnavailable: :mod:`earthrl.envs.formats.codeact` is not importable, or bubblewrap
+            cannot run here and ``allow_weaker`` is not set (one line naming the fix).
     """
 
     def __init__(self, env, **options):

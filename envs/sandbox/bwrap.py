@@ -5,12 +5,19 @@ https://github.com/containers/bubblewrap).
 
     bwrap --unshare-all --cap-drop ALL --die-with-parent --new-session --hostname sandbox
           --proc /proc --dev /dev --tmpfs /tmp --tmpfs /dev/shm (size-capped, empty)
-          --ro-bind <Python installation: sys.base_prefix, the venv, sys.path entries>
-          --ro-bind /usr/lib (and /lib, /lib64 as on the host) --ro-bind <read_roots>
-          --ro-bind <child.py> --ro-bind <landlock.py>
+          --ro-bind /usr/lib (and /lib, /lib64 as on the host)
+          --ro-bind <the interpreter's own sys.path folders: stdlib, lib-dynload, the venv's
+                     site-packages> --ro-bind <its binary, pyvenv.cfg, libpython>
+          --ro-bind <child.py> --ro-bind <landlock.py> --ro-bind <read_roots>
+          --symlink <the links on the way to the binary and the read_roots>
           --bind <workspace>          (the only writable place)
           --clearenv --setenv ... --chdir <workspace> --seccomp FD
-          -- python -I -B child.py
+          -- <venv>/bin/python -I -B child.py
+
+Everything is bound at its real path, and the interpreter runs by a path that exists inside, so
+a virtual environment, repository or data folder reached through a symbolic link works.
+Nothing else of the host is bound: not the folders the parent put on its own ``sys.path``, not
+EarthRL's package (see :mod:`earthrl.envs.sandbox.interpreter`).
 
 New user, mount, PID, IPC, UTS, network and cgroup namespaces: the host's files, processes,
 sockets (Ray's under /tmp/ray among them), SysV IPC objects and network are not there; no
@@ -24,9 +31,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from functools import lru_cache
+
+from earthrl.envs.sandbox.interpreter import interpreter_layout, symlink_hops, under
 
 _PATH = "/usr/bin:/bin"
 _SYSTEM_DIRS = ("/usr/lib", "/usr/lib64", "/usr/lib32")
@@ -42,16 +50,6 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap", path=_PATH)
 
 
-def python_paths() -> list[str]:
-    """Folders of the Python installation the interpreter needs (base prefix, venv, sys.path)."""
-    roots = {sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix}
-    paths = {os.path.realpath(p) for p in roots}
-    for p in sys.path:
-        if p and os.path.isdir(p) and not any(p.startswith(r + "/") or p == r for r in roots):
-            paths.add(os.path.realpath(p))
-    return sorted(paths)
-
-
 def _bind_top_libs() -> list[str]:
     args = []
     for p in _TOP_LIBS:
@@ -64,11 +62,14 @@ def _bind_top_libs() -> list[str]:
 
 def bwrap_command(workspace: str, read_roots, files, env: dict, seccomp_fd: int | None,
                   tmp_bytes: int) -> list[str]:
-    """The ``bwrap ... --`` prefix for one interpreter.
+    """The ``bwrap ... --`` prefix for one interpreter; run :func:`interpreter_layout`'s
+    ``exe`` after it.
 
     Args:
         workspace: real path of the episode workspace (bound read-write, the cwd).
-        read_roots: real paths bound read-only (task data); missing ones are skipped.
+        read_roots: folders bound read-only at their real path (task data); missing ones are
+            skipped; the symbolic links on the way to them are recreated, so the given path
+            works inside too.
         files: extra files bound read-only (the child's own scripts).
         env: the whole environment of the interpreter.
         seccomp_fd: descriptor of a BPF program (inherited by bwrap), or None.
@@ -76,10 +77,12 @@ def bwrap_command(workspace: str, read_roots, files, env: dict, seccomp_fd: int 
 
     Raises:
         FileNotFoundError: bubblewrap is not installed.
+        RuntimeError: the interpreter cannot be started to learn its layout.
     """
     bwrap = bwrap_path()
     if bwrap is None:
         raise FileNotFoundError(f"bubblewrap is not installed; {INSTALL_HINT}")
+    py = interpreter_layout()
     cmd = [bwrap, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
            "--hostname", "sandbox", "--proc", "/proc", "--dev", "/dev",
            "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--size", str(tmp_bytes),
@@ -89,12 +92,22 @@ def bwrap_command(workspace: str, read_roots, files, env: dict, seccomp_fd: int 
     cmd += _bind_top_libs()
     for f in _SYSTEM_FILES:
         cmd += ["--ro-bind-try", f, f]
-    for p in python_paths():
+    bound = [*_SYSTEM_DIRS, *_TOP_LIBS, *py.folders, workspace]
+    for p in py.folders:
         cmd += ["--ro-bind", p, p]
-    for p in read_roots:
-        cmd += ["--ro-bind-try", p, p]
-    for f in files:
-        cmd += ["--ro-bind", str(f), str(f)]
+    for f in [*py.files, *map(str, files)]:
+        if not under(f, bound):
+            cmd += ["--ro-bind", f, f]
+    hops = list(py.links)
+    for given in read_roots:
+        real = os.path.realpath(given)
+        if os.path.isdir(real) and not under(real, bound):
+            cmd += ["--ro-bind", real, real]
+            bound.append(real)
+        hops += symlink_hops(given)
+    for link, target in dict(hops).items():
+        if not under(link, bound):
+            cmd += ["--symlink", target, link]
     cmd += ["--bind", workspace, workspace, "--clearenv"]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
@@ -112,12 +125,13 @@ def bwrap_probe() -> tuple[bool, str]:
         return False, "bwrap is not installed"
     with tempfile.TemporaryDirectory(prefix="earthrl_bwrap_probe_") as ws:
         ws = os.path.realpath(ws)
-        cmd = bwrap_command(ws, [], [], {"PATH": _PATH}, None, 1 << 20)
         code = "import os; print(os.getpid(), os.getcwd())"
         try:
-            p = subprocess.run([*cmd, sys.executable, "-I", "-c", code], capture_output=True,
+            cmd = bwrap_command(ws, [], [], {"PATH": _PATH}, None, 1 << 20)
+            p = subprocess.run([*cmd, interpreter_layout().exe, "-I", "-c", code],
+                               capture_output=True,
                                text=True, timeout=30, env={"PATH": _PATH})
-        except (OSError, subprocess.TimeoutExpired) as e:
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
             return False, f"bwrap did not run ({e})"
         if p.returncode != 0 or p.stdout.split()[1:] != [ws]:
             err = (p.stderr.strip().splitlines() or [f"exit status {p.returncode}"])[-1]

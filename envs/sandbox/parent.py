@@ -7,10 +7,10 @@ its variables between :meth:`Sandbox.exec` calls. Layers, outermost first
 (:attr:`Sandbox.isolation` says which are in force):
 
 - **bubblewrap** (:mod:`earthrl.envs.sandbox.bwrap`), the boundary: new user, mount, PID, IPC,
-  UTS, network and cgroup namespaces, no capabilities, read-only binds of the Python
-  installation, the system libraries and the ``read_roots``, the workspace the only writable
-  bind, its own /proc and /dev, an empty size-capped /tmp, an empty environment, dies with the
-  parent.
+  UTS, network and cgroup namespaces, no capabilities, read-only binds (at their real paths) of
+  what the interpreter needs (:mod:`earthrl.envs.sandbox.interpreter`), the system libraries and
+  the ``read_roots``, the workspace the only writable bind, its own /proc and /dev, an empty
+  size-capped /tmp, an empty environment, dies with the parent.
 - **seccomp** (:mod:`earthrl.envs.sandbox.seccomp_filter`, loaded by bwrap): ptrace, mount, namespaces,
   keyrings, BPF, perf, io_uring, SysV IPC, non-UNIX sockets... kill the interpreter (SIGSYS); the
   parent counts that as a ``sandbox_violation``.
@@ -20,10 +20,11 @@ its variables between :meth:`Sandbox.exec` calls. Layers, outermost first
   :mod:`earthrl.envs.sandbox.child`), inner layers for clear refusals (``sandbox_violation``
   observations naming the action), and **rlimits** (memory, CPU, file size, open files).
 
-Where bubblewrap cannot run, the same kernel layers (``unshare`` network + PID namespaces and
-Landlock) are used if the machine offers both; where neither is there, :class:`Sandbox` refuses
-with :class:`SandboxUnavailable` (one line naming the fix) unless ``allow_weaker=True``
-(config ``env.sandbox.allow_weaker=true``), which runs on what is there.
+The sandbox never weakens by itself: where bubblewrap cannot run, :class:`Sandbox` refuses with
+:class:`SandboxUnavailable` (one line naming why and the fix) unless ``allow_weaker=True``
+(config ``env.sandbox.allow_weaker=true``), which runs on the kernel layers (``unshare``
+network + PID namespaces and Landlock) if the machine offers both, or else on the audit hook and
+rlimits, and says in one line what that backend lacks (:data:`LACKS`).
 
 **Trust model of the protocol.** Messages are JSON lines on two pipes, never pickles. The model's
 code runs in the same process as the child's runner, so it can write the protocol descriptor,
@@ -65,6 +66,7 @@ from typing import Callable, Sequence
 
 from earthrl.envs.sandbox.bwrap import INSTALL_HINT, bwrap_command, bwrap_probe
 from earthrl.envs.sandbox.cgroup import SandboxCgroup
+from earthrl.envs.sandbox.interpreter import interpreter_layout
 from earthrl.envs.data.workspace_fs import workspace_usage
 from earthrl.envs.sandbox.procs import cpu_s as proc_cpu_s, descendants, signal_all, stop_tree
 from earthrl.envs.sandbox.seccomp_filter import seccomp_fd
@@ -185,7 +187,8 @@ class ExecResult:
 
 
 class SandboxUnavailable(RuntimeError):
-    """Neither bubblewrap nor the kernel layers can isolate the interpreter on this machine."""
+    """Bubblewrap cannot isolate the interpreter on this machine and no weaker backend was
+    allowed (``allow_weaker``)."""
 
 
 class _ChildGone(Exception):
@@ -226,30 +229,43 @@ def isolation_prefix() -> tuple[str, ...]:
     return cmd if ok else ()
 
 
+#: what each backend other than bubblewrap lacks (said in one line whenever it is chosen)
+LACKS = {
+    "kernel": ("bubblewrap's mount, IPC and UTS namespaces (host files, SysV shared memory and "
+               "UNIX sockets such as Ray's stay reachable), its seccomp filter and its "
+               "capability drop"),
+    "weaker": ("bubblewrap's namespaces, seccomp filter and capability drop, and network/PID "
+               "namespaces or Landlock: the audit hook (which the code can switch off) and "
+               "rlimits are what holds"),
+}
+USERNS_HINT = ("enable unprivileged user namespaces when not root (sysctl "
+               "kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0)")
+
+
 @lru_cache(maxsize=2)
 def sandbox_backend(allow_weaker: bool = False) -> str:
-    """Which boundary this machine gives the interpreter (probed once per process):
-    ``"bwrap"``; ``"kernel"`` (bubblewrap cannot run, ``unshare`` namespaces + Landlock can;
-    logged as a warning); ``"weaker"`` (neither, and ``allow_weaker``).
+    """Which boundary the interpreter gets (probed once per process). Only ``"bwrap"`` is
+    chosen by itself; where bubblewrap cannot run, ``allow_weaker`` (config
+    ``env.sandbox.allow_weaker=true``) picks ``"kernel"`` (``unshare`` network + PID namespaces
+    and Landlock, where both work) or else ``"weaker"``, and a warning line says what it lacks
+    (:data:`LACKS`).
 
     Raises:
-        SandboxUnavailable: neither, and not ``allow_weaker``; one line naming the fix.
+        SandboxUnavailable: bubblewrap cannot run and not ``allow_weaker``; one line naming why,
+            the fixes and the setting.
     """
     ok, why = bwrap_probe()
     if ok:
         return "bwrap"
-    if isolation_prefix() and landlock_abi() > 0:
-        log.warning("CodeAct sandbox without bubblewrap (%s): namespaces + Landlock only; %s",
-                    why, INSTALL_HINT)
-        return "kernel"
-    if allow_weaker:
-        log.warning("CodeAct sandbox with weaker isolation (%s); env.sandbox.allow_weaker=true",
-                    why)
-        return "weaker"
-    raise SandboxUnavailable(
-        f"the CodeAct sandbox cannot isolate code here: {why}, and network/PID namespaces + "
-        f"Landlock are unavailable too; {INSTALL_HINT} (user namespaces must be enabled when "
-        "not root), or set env.sandbox.allow_weaker=true to run with the audit hook and rlimits")
+    backend = "kernel" if isolation_prefix() and landlock_abi() > 0 else "weaker"
+    if not allow_weaker:
+        raise SandboxUnavailable(
+            f"the CodeAct sandbox needs bubblewrap and it cannot run here ({why}); "
+            f"{INSTALL_HINT}, {USERNS_HINT}, or set env.sandbox.allow_weaker=true to run on the "
+            f"{backend!r} backend, which lacks {LACKS[backend]}")
+    log.warning("CodeAct sandbox on the %r backend (env.sandbox.allow_weaker=true; bubblewrap "
+                "cannot run: %s): it lacks %s", backend, why, LACKS[backend])
+    return backend
 
 
 def tool_spec(tool) -> dict:
@@ -304,10 +320,13 @@ class Sandbox:
             the interpreter is killed and the exception propagates). None: no tools bound.
         tools: name -> :class:`~earthrl.envs.tools.registry.Tool` to bind; default all of
             :data:`earthrl.envs.tools.registry.TOOLS` when a handler is given.
-        read_roots: extra folders the code may read (e.g. the task data); the workspace and the
-            Python installation are always readable.
-        isolate: use the isolation layers (False: audit hook and rlimits only, for debugging).
-        allow_weaker: run even where neither bubblewrap nor the kernel layers are available.
+        read_roots: extra folders the code may read (e.g. the task data), by the given path or
+            the real one where a symbolic link leads there; the workspace and the Python
+            installation are always readable.
+        isolate: use the isolation layers (False: audit hook and rlimits only, for debugging;
+            needs ``allow_weaker``).
+        allow_weaker: run on a backend other than bubblewrap where bubblewrap cannot run (see
+            :func:`sandbox_backend`); :attr:`isolation` ``["lacks"]`` says what it lacks.
 
     Attributes:
         violations: sandbox violations the parent counted over the sandbox's life.
@@ -316,6 +335,7 @@ class Sandbox:
 
     Raises:
         SandboxUnavailable: see :func:`sandbox_backend`.
+        ValueError: ``isolate=False`` without ``allow_weaker=True``.
 
     The interpreter starts on the first :meth:`exec` (or :meth:`start`) and restarts after a
     timeout, breach or crash. Use as a context manager or call :meth:`close`.
@@ -325,6 +345,9 @@ class Sandbox:
                  tool_handler: ToolHandler | None = None, *, tools: dict | None = None,
                  read_roots: Sequence[Path] = (), isolate: bool = True,
                  allow_weaker: bool = False):
+        if not isolate and not allow_weaker:
+            raise ValueError("Sandbox(isolate=False) runs the code with only the audit hook and "
+                             "rlimits; pass allow_weaker=True as well to mean it")
         self.backend = sandbox_backend(allow_weaker) if isolate else "weaker"
         self.workspace = Path(workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
@@ -335,6 +358,7 @@ class Sandbox:
             tools = TOOLS
         self.tool_specs = [tool_spec(t) for t in (tools or {}).values()]
         self.read_roots = [str(Path(r).resolve()) for r in read_roots]
+        self._read_given = [os.path.abspath(r) for r in read_roots]  # links recreated by bwrap
         self.isolate = isolate
         self.prefix = isolation_prefix() if self.backend == "kernel" or (
             self.backend == "weaker" and isolate) else ()
@@ -352,15 +376,16 @@ class Sandbox:
 
     @property
     def isolation(self) -> dict:
-        """Layers in force: ``{"backend": "bwrap" | "kernel" | "weaker", "bwrap", "seccomp",
-        "netns", "pidns", "mountns", "ipcns", "pids_cgroup", "freezer": "cgroup" | "signals",
-        "cpu_accounting": "cgroup" | "proc", "landlock": ABI (0 = none), "audit_hook", "rlimits"}``;
-        the cgroup, seccomp and Landlock entries are known once the interpreter has started."""
+        """Layers in force: ``{"backend": "bwrap" | "kernel" | "weaker", "lacks": what the
+        backend lacks ("" for bwrap; :data:`LACKS`), "bwrap", "seccomp", "netns", "pidns",
+        "mountns", "ipcns", "pids_cgroup", "freezer": "cgroup" | "signals", "cpu_accounting":
+        "cgroup" | "proc", "landlock": ABI (0 = none), "audit_hook", "rlimits"}``; the cgroup,
+        seccomp and Landlock entries are known once the interpreter has started."""
         bw = self.backend == "bwrap"
         ns = bw or bool(self.prefix)
         cg = self._cgroup
-        return {"backend": self.backend, "bwrap": bw, "seccomp": self._seccomp, "netns": ns,
-                "pidns": ns, "mountns": bw, "ipcns": bw,
+        return {"backend": self.backend, "lacks": LACKS.get(self.backend, ""), "bwrap": bw,
+                "seccomp": self._seccomp, "netns": ns, "pidns": ns, "mountns": bw, "ipcns": bw,
                 "pids_cgroup": bool(cg and cg.has("pids")),
                 "freezer": "cgroup" if cg and cg.has("freezer") else "signals",
                 "cpu_accounting": "cgroup" if cg and cg.has("cpu") else "proc",
@@ -422,12 +447,13 @@ class Sandbox:
         if self.backend == "bwrap":
             sfd = seccomp_fd()
             fds = (sfd,) if sfd is not None else ()
-            prefix = bwrap_command(ws, self.read_roots, [os.path.realpath(CHILD),
+            prefix = bwrap_command(ws, self._read_given, [os.path.realpath(CHILD),
                                    os.path.realpath(LANDLOCK)], env, sfd,
                                    tmp_bytes=16 * 2**20)
             self._seccomp = sfd is not None
+        exe = interpreter_layout().exe if self.backend == "bwrap" else sys.executable
         try:
-            self._proc = subprocess.Popen([*prefix, sys.executable, "-I", "-B", str(CHILD)],
+            self._proc = subprocess.Popen([*prefix, exe, "-I", "-B", str(CHILD)],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, env=env, cwd=ws,
                                           start_new_session=True, close_fds=True, pass_fds=fds)
@@ -453,7 +479,7 @@ class Sandbox:
             self._stop()
             raise RuntimeError(f"the sandbox interpreter did not start ({msg or 'no answer'}); "
                                f"backend {self.backend}: {' '.join(prefix[:1])} "
-                               f"{sys.executable} -I {CHILD}")
+                               f"{exe} -I {CHILD}")
         self._freeze(True)
 
     def _send(self, obj: dict) -> None:

@@ -1,5 +1,5 @@
-"""Which boundary the CodeAct sandbox gets (EarthRL issue 9): bubblewrap; the kernel layers where
-bubblewrap cannot run; a one-line refusal where neither works, unless allow_weaker."""
+"""Which boundary the CodeAct sandbox gets (EarthRL issue 9): bubblewrap; where it cannot run, a
+one-line refusal unless allow_weaker, which picks the kernel layers where they work."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def test_this_machine_uses_bubblewrap_with_seccomp(tmp_path):
     assert iso["seccomp"] and iso["landlock"] > 0
 
 
-def test_kernel_layers_when_bubblewrap_cannot_run(no_bwrap, tmp_path):
+def test_kernel_layers_when_bubblewrap_cannot_run_and_allow_weaker(no_bwrap, tmp_path):
     if not sandbox_mod.isolation_prefix():
         pytest.skip("unshare namespaces are not available here")
-    with Sandbox(tmp_path / "ws", LIMITS) as sb:
+    with Sandbox(tmp_path / "ws", LIMITS, allow_weaker=True) as sb:
         assert_serving(sb)
         if not sb.isolation["landlock"]:
             pytest.skip("Landlock is not available on this kernel")
