@@ -182,12 +182,18 @@ class Evaluation:
         reproduced: the answer given back (the nearest letter for a choice task, else
             ``computed``) is judged correct; None when it could not run.
         reason: why it could not run (None when it ran).
+        independent: the value re-derived without the tools (a suite's own float64 numpy code
+            from the raw data, rounded as the answer; earthrl-mini threshold tasks), else None.
+        independent_ok: the stored answer is judged correct against ``independent``; None
+            when there is no independent value.
     """
 
     computed: Any = None
     nearest_choice: str | None = None
     reproduced: bool | None = None
     reason: str | None = None
+    independent: Any = None
+    independent_ok: bool | None = None
 
 
 @dataclass
@@ -208,10 +214,12 @@ class TaskAudit:
 
     @property
     def status(self) -> str:
-        """Reproduced / not reproduced / could not run (of the default convention)."""
+        """Reproduced / not reproduced / could not run (of the default convention). Not
+        reproduced as well when an independent re-derivation disagrees with the stored answer
+        (``result.independent_ok`` False), even where the tools reproduce it."""
         if self.result.reproduced is None:
             return COULD_NOT_RUN
-        return REPRODUCED if self.result.reproduced else NOT_REPRODUCED
+        return REPRODUCED if self.result.reproduced and self.result.independent_ok is not False else NOT_REPRODUCED
 
     def as_dict(self) -> dict:
         """JSON-friendly record."""
@@ -272,11 +280,18 @@ def _cell(v) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
+def _independent(r: Evaluation) -> str:
+    if r.independent is None:
+        return "–"
+    return f"{_cell(r.independent)} ({'agrees' if r.independent_ok else 'DISAGREES'})"
+
+
 def markdown_report(suite: str, audits: list[TaskAudit], meta: dict | None = None,
                     conventions: tuple[Convention, ...] = CONVENTIONS) -> str:
     """The audit as markdown: summary counts, the conventions table (with why one is not
     available), then one row per task (status, expected, computed, nearest choice, the
-    alternatives' values and whether they change the verdict, the reason a task could not run)."""
+    alternatives' values and whether they change the verdict, the reason a task could not run,
+    the independent value and whether the stored answer agrees with it)."""
     s = summary(audits)
     lines = [f"# Audit of {suite}", ""]
     lines += [f"- {k.replace('_', ' ')}: {v}" for k, v in {**s, **(meta or {})}.items()]
@@ -285,8 +300,8 @@ def markdown_report(suite: str, audits: list[TaskAudit], meta: dict | None = Non
     for c in conventions:
         lines.append(f"| {c.name} | {c.tool} | `{json.dumps(c.overrides)}` | {_cell(c.doc)} | "
                      f"{_cell(convention_problem(c) or 'yes')} |")
-    lines += ["", "## Tasks", "", "| task | status | expected | computed | nearest | alternatives | reason |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "## Tasks", "", "| task | status | expected | computed | nearest | alternatives | reason | "
+              "independent |", "|---|---|---|---|---|---|---|---|"]
     order = {NOT_REPRODUCED: 0, COULD_NOT_RUN: 1, REPRODUCED: 2}
     for a in sorted(audits, key=lambda a: order[a.status]):
         exp = a.expected
@@ -296,7 +311,7 @@ def markdown_report(suite: str, audits: list[TaskAudit], meta: dict | None = Non
                          for n, v in a.alternatives.items())
         r = a.result
         lines.append(f"| {a.id} | {a.status} | {_cell(want)} | {_cell(r.computed)} | {_cell(r.nearest_choice)} | "
-                     f"{_cell(alts or None)} | {_cell(r.reason)} |")
+                     f"{_cell(alts or None)} | {_cell(r.reason)} | {_independent(r)} |")
     return "\n".join(lines) + "\n"
 
 

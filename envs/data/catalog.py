@@ -256,27 +256,58 @@ def read_band(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
     return _read(str(scene.bands[name]), scene.band_info.get(name, BandInfo()).index)
 
 
-def reflectance(scene: Scene, band: str) -> tuple[np.ndarray, dict]:
-    """Band as float32 reflectance 0-1 (stored value x ``scene.scale``), no data -> NaN by the one
-    rule :func:`earthrl.envs.data.calibration.fill_mask` (the file's nodata; DN 0 of Sentinel-2).
+def _unscale(arr: np.ndarray, scale: float, dtype) -> np.ndarray:
+    """Stored value × ``scale`` in ``dtype``, correctly rounded when 1/scale is a whole number
+    (DN / 10000 is one IEEE division, so e.g. DN 500 gives exactly the ``dtype`` value nearest
+    0.05, the same number the literal threshold 0.05 becomes; DN × float32(1e-4) would not)."""
+    inv = 1.0 / scale if scale else 0.0
+    if inv and abs(inv - round(inv)) < 1e-9 * inv:
+        return np.divide(arr, dtype(round(inv)), dtype=dtype)
+    return np.multiply(arr, dtype(scale), dtype=dtype)
 
-    The Fmask band is returned as float32 class codes with fill (255) -> NaN; a BQA band as
-    float32 bit codes with fill (bit 0) -> NaN. Level-1 scenes with an MTL file are calibrated
-    (:mod:`earthrl.envs.data.calibration`): reflective bands to TOA reflectance (sun-elevation
-    corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in m. A user
-    band (``scene.band_info``) is stored × scale + offset in its own units, fill -> NaN.
+
+def reflectance(scene: Scene, band: str, dtype=np.float32) -> tuple[np.ndarray, dict]:
+    """Band as reflectance 0-1 (stored value x ``scene.scale``, computed as stored value /
+    (1/scale) when that is a whole number, e.g. DN / 10000, so that the result is the ``dtype``
+    number nearest the exact reflectance), no data -> NaN by the one rule
+    :func:`earthrl.envs.data.calibration.fill_mask` (the file's nodata; DN 0 of Sentinel-2).
+
+    Args:
+        dtype: ``np.float32`` (default, the precision rasters are stored in) or ``np.float64``
+            (what index computations use before rounding once to float32).
+
+    The Fmask band is returned as class codes with fill (255) -> NaN; a BQA band as bit codes
+    with fill (bit 0) -> NaN. Level-1 scenes with an MTL file are calibrated
+    (:mod:`earthrl.envs.data.calibration`, float32): reflective bands to TOA reflectance
+    (sun-elevation corrected), thermal bands to brightness temperature (K); ``DEM`` is returned in
+    m. A user band (``scene.band_info``) is stored × scale + offset in its own units, fill -> NaN.
     :func:`band_units` names the units.
+
+    Raises:
+        KeyError: unknown band.
     """
     name = scene.band_name(band)
+    if scene.mtl is None and name != scene.qa_band and name not in scene.band_info:
+        return _scaled_band(scene, name, dtype)
+    out, meta = _calibrated(scene, name)
+    return (out if out.dtype == dtype else out.astype(dtype)), meta
+
+
+def _scaled_band(scene: Scene, name: str, dtype) -> tuple[np.ndarray, dict]:
+    """Reflectance band in one pass (DN / (1/scale) -> ``dtype``), fill -> NaN."""
+    arr, meta = read_band(scene, name)
+    out = _unscale(arr, scene.scale, dtype)
+    fill = calibration.fill_mask(arr, scene.nodata, zero_fill=calibration.zero_is_fill(scene.sensor, False))
+    if fill.any():  # most tiles have none: skip the masked write (4% of the band's time, bench env)
+        out[fill] = np.nan
+    return out, meta
+
+
+def _calibrated(scene: Scene, name: str) -> tuple[np.ndarray, dict]:
+    """float32 user band, QA band, DEM or MTL-calibrated Level-1 band (see :func:`reflectance`)."""
     arr, meta = read_band(scene, name)
     if name in scene.band_info:
         return _scaled(arr, scene.band_info[name]), meta
-    if scene.mtl is None and name != scene.qa_band:  # one pass: DN x scale -> float32
-        out = np.multiply(arr, np.float32(scene.scale), dtype=np.float32)
-        fill = calibration.fill_mask(arr, scene.nodata, zero_fill=calibration.zero_is_fill(scene.sensor, False))
-        if fill.any():  # most tiles have none: skip the masked write (4% of the band's time, bench env)
-            out[fill] = np.nan
-        return out, meta
     out = arr.astype(np.float32)
     if name == scene.qa_band:
         out[(arr == 255) if scene.qa_kind == "fmask" else (arr & 1).astype(bool)] = np.nan

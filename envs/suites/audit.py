@@ -7,6 +7,10 @@ The value of a task is computed as the suite computes its answer
 multiple-choice twin ``<id>/mc`` by its numeric parent) maps the structured results of the
 reference calls to the answer, rounded to the template's decimals. For a twin the nearest option
 to that number is the answer given back; for a template's own choice task the letter it derives.
+
+Threshold tasks (share or area of ``index <op> t``) are also re-derived without the tools, in
+float64 from the raw DN (:mod:`earthrl.envs.suites.audit_exact`): a stored answer that the tools
+reproduce but the independent value does not is reported as not reproduced.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from earthrl.envs.core.audit import (CONVENTIONS, Auditor, Convention, Evaluatio
                                      audit_task, judge_answer, nearest_choice, play, with_overrides)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.suites.audit_exact import threshold_value
 from earthrl.envs.suites.mini import _one_thread, skeletons
 from earthrl.envs.suites.templates import Skeleton, SuiteData
 
@@ -37,7 +42,9 @@ class MiniAuditor(Auditor):
     def __init__(self, data_root: Path, workspace: Path, judge: Judge):
         self.data_root, self.workspace, self.judge = Path(data_root), Path(workspace), judge
         notes: list[str] = []
-        self.skeletons: dict[str, Skeleton] = {s.id: s for s in skeletons(SuiteData.from_root(self.data_root), notes)}
+        data = SuiteData.from_root(self.data_root)
+        self.skeletons: dict[str, Skeleton] = {s.id: s for s in skeletons(data, notes)}
+        self.scenes = data.scenes
         self.notes = notes
         self.envs: dict[str, RSEnv] = {}
         self.made: dict[str, list[str | None]] = {}  # task id -> artifact of each step, default run
@@ -77,7 +84,23 @@ class MiniAuditor(Auditor):
         nearest = nearest_choice(computed, task.answer.options)
         given = nearest if task.answer.kind == "choice" else computed
         ok = judge_answer(env, given, task.answer.model_dump(), self.judge)
-        return Evaluation(computed, nearest, ok)
+        ev = Evaluation(computed, nearest, ok)
+        if conv is None:
+            self.independent(task, sk, ev)
+        return ev
+
+    def independent(self, task: TaskSpec, sk: Skeleton, ev: Evaluation) -> None:
+        """Set ``ev.independent``/``independent_ok`` for a threshold task: the value re-derived
+        in float64 from the raw DN by :func:`earthrl.envs.suites.audit_exact.threshold_value`
+        (not the tools), rounded as the answer and judged like it (a choice twin: its nearest
+        option)."""
+        value = threshold_value(task, self.scenes)
+        if value is None:
+            return
+        ev.independent = round(float(value), sk.decimals)
+        given = nearest_choice(ev.independent, task.answer.options) if task.answer.kind == "choice" else ev.independent
+        truth = task.answer.model_dump()
+        ev.independent_ok = bool(self.judge({"value": given, "unit": truth.get("unit") or ""}, truth))
 
     def close(self) -> None:
         """Close the envs (their workspaces are removed)."""

@@ -2,7 +2,9 @@
 
 Model text is never given to Python's ``eval``: the expression is parsed with :mod:`ast` and only
 a whitelist of nodes is interpreted — numbers, names bound by the caller, ``+ - * / **``,
-unary ``-``/``+``, comparisons (``< <= > >= == !=``, results as float 0/1), ``&``/``|`` on such
+unary ``-``/``+``, comparisons (``< <= > >= == !=``, results as float 0/1; both sides rounded to
+float32 first, the precision rasters are stored in, so a value exactly on a decimal threshold
+computed in float64 compares equal to it), ``&``/``|`` on such
 0/1 arrays, and calls of the functions in :data:`FUNCTIONS`. Anything else (attribute access,
 subscripts, lambdas, strings, keyword arguments, dunder names, ``__import__``) raises
 :class:`UnsafeExpressionError`.
@@ -38,6 +40,8 @@ def evaluate(expr: str, names: dict[str, np.ndarray]) -> np.ndarray:
         expr: e.g. ``"(n - r) / (n + r)"``; at most 300 characters.
         names: variables the expression may use.
 
+    Arithmetic runs in the inputs' precision (float64 inputs: float64); the result is rounded once.
+
     Returns:
         float32 array of the common shape (a scalar result is broadcast to it). A pixel that is
         NaN (nodata) in any input is NaN in the output, whatever the expression.
@@ -56,7 +60,7 @@ def evaluate(expr: str, names: dict[str, np.ndarray]) -> np.ndarray:
         m = np.isnan(a)
         nan_mask = m if nan_mask is None else nan_mask | m
     with np.errstate(all="ignore"):
-        out = np.asarray(_Eval(names).visit(tree.body), dtype=np.float32)
+        out = np.asarray(_Eval(names).visit(tree.body), dtype=np.float64).astype(np.float32)
     shape = next(iter(names.values())).shape if names else out.shape
     out = np.broadcast_to(out, shape).astype(np.float32)
     if nan_mask is not None and nan_mask.any():
@@ -108,7 +112,8 @@ class _Eval(ast.NodeVisitor):
             if op is None:
                 raise UnsafeExpressionError(f"comparison '{type(op_node).__name__}' is not allowed")
             right = self.visit(comp)
-            r = op(left, right)
+            r = op(np.float32(left) if np.isscalar(left) else np.asarray(left, dtype=np.float32),
+                   np.float32(right) if np.isscalar(right) else np.asarray(right, dtype=np.float32))
             result = r if result is None else np.logical_and(result, r)
             left = right
         return np.asarray(result, dtype=np.float32)

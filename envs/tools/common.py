@@ -51,7 +51,7 @@ class Layer:
     """A single-band raster loaded for computation.
 
     Attributes:
-        arr: float32 ``(rows, cols)``; NaN = nodata (mask 255 -> NaN, mask 0/1 -> 0.0/1.0).
+        arr: float32 (or the float64 :func:`load_layer` was asked for) ``(rows, cols)``; NaN = nodata (mask 255 -> NaN, mask 0/1 -> 0.0/1.0).
         crs, transform: grid; units: ``"reflectance"``, ``"index"``, ``"mask"``, ``"K"`` ...
         source: the artifact name or ``scene:band`` it came from (lineage parent).
         kind: ``"band"``, ``"raster"``, ``"mask"``, ``"classes"``, ``"segments"``;
@@ -86,8 +86,10 @@ class Layer:
         return float(np.sum(px, where=sel))
 
 
-def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
-    """Resolve ``ref`` (artifact name or ``scene:band``) to a :class:`Layer`. Scene bands come from
+def load_layer(reg: ArtifactRegistry, ref: str, dtype=np.float32) -> Layer:
+    """Resolve ``ref`` (artifact name or ``scene:band``) to a :class:`Layer` whose array has
+    ``dtype`` (float32 by default; ``np.float64`` for index and expression arithmetic, which
+    reads scene bands as the float64 number nearest DN × scale). Scene bands come from
     :func:`earthrl.envs.data.catalog.reflectance`, NaN on every pixel of the one no-data rule
     (:func:`earthrl.envs.data.calibration.fill_mask`: the file's nodata, and DN 0 of Sentinel-2 and
     Landsat Level-1 products), so ``spectral_index``, ``band_math`` and every tool reading bands
@@ -106,7 +108,7 @@ def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
             raise ToolError("tool_error", f"{ref!r} is a scene; give one band as "
                             f"'{scene.id}:<band>', bands: {', '.join(scene.bands)}")
         try:
-            arr, meta = reflectance(scene, band)
+            arr, meta = reflectance(scene, band, dtype)
         except KeyError as e:
             raise ToolError("tool_error", str(e.args[0])) from None
         b = scene.band_name(band)
@@ -119,8 +121,8 @@ def load_layer(reg: ArtifactRegistry, ref: str) -> Layer:
         arr = np.where(arr == 255, np.nan, arr).astype(np.float32)
     elif art.kind == "segments":
         arr = np.where(arr < 0, np.nan, arr).astype(np.float32)
-    elif arr.dtype != np.float32:
-        arr = arr.astype(np.float32)
+    if arr.dtype != dtype:
+        arr = arr.astype(dtype)
     return Layer(arr, art.crs, Affine(*art.transform), art.units, art.name, art.kind,
                  art.sensor, art.date)
 

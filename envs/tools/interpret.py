@@ -11,7 +11,7 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.mini import compute_index
+from earthrl.envs.tools.mini import compare, compute_index
 from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, load_vector, out_name,
                                        write_raster)
 
@@ -169,9 +169,7 @@ def random_forest_classify(ctx: ToolContext, args: RfArgs) -> ToolResult:
 def _index_mask(ctx: ToolContext, scene: str, index: str, threshold: float, tag: str) -> ToolResult:
     s = ctx.registry.scene(scene)
     arr, layers, idx = compute_index(ctx.registry, s, index)
-    with np.errstate(invalid="ignore"):
-        m = (arr > threshold).astype(np.uint8)
-    m[np.isnan(arr)] = 255
+    m = compare(arr, ">", threshold)  # exact on the stored float32 index, ties out (threshold_mask's rule)
     res = write_raster(ctx, out_name(tag, idx.short_name.lower(), f"gt{threshold:g}", s.id), m, layers,
                        kind="mask", units="mask")
     valid = m != 255
@@ -192,7 +190,8 @@ class WaterArgs(Args):
                sensors=["sentinel-2", "landsat-8", "landsat-7"], **_AI)
 def water_mask(ctx: ToolContext, args: WaterArgs) -> ToolResult:
     """uint8 mask 1 where the water index (NDWI McFeeters 1996 or MNDWI Xu 2006, spyndex) exceeds
-    ``threshold`` (default 0), 255 nodata. Output ``water_<index>_gt<t>_<scene>``.
+    ``threshold`` (default 0), 255 nodata; a pixel exactly on ``threshold`` is out (the tie rule
+    of :func:`earthrl.envs.tools.mini.threshold_mask`). Output ``water_<index>_gt<t>_<scene>``.
 
     Raises:
         ToolError: index not NDWI/MNDWI; the sensor lacks its bands.
@@ -211,6 +210,7 @@ class VegArgs(Args):
                family="SPA", skills=["vegetation_drought", "land_cover"], output_kind="mask",
                sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], **_AI)
 def vegetation_mask(ctx: ToolContext, args: VegArgs) -> ToolResult:
-    """uint8 mask 1 where NDVI (spyndex) > ``threshold`` (default 0.3), 255 nodata.
+    """uint8 mask 1 where NDVI (spyndex) > ``threshold`` (default 0.3), 255 nodata; a pixel exactly
+    on ``threshold`` is out (the tie rule of :func:`earthrl.envs.tools.mini.threshold_mask`).
     Output ``veg_ndvi_gt<t>_<scene>``."""
     return _index_mask(ctx, args.scene, "NDVI", args.threshold, "veg")

@@ -157,36 +157,78 @@ def _spyndex_index(name: str):
     return spyndex.indices[key]
 
 
-def _constant(idx, sym: str) -> float:
-    """spyndex's default for constant ``sym``, except the soil factor L of SAVI-type indices
-    (formula with L but no aerosol terms C1/C2): 0.5 as in Huete (1988); spyndex's shared
-    default L = 1 is EVI's canopy background term."""
-    import spyndex
+#: Constants an index's own paper publishes where they differ from spyndex's catalogue-wide
+#: default (``spyndex.constants[sym].default``; L = 1 there, EVI's canopy background term, which
+#: the spyndex maintainers note is not SAVI's). Index -> {symbol: value}; every other index and
+#: constant takes the spyndex default (EVI and EVI2: L = 1, g = 2.5, C1 = 6, C2 = 7.5).
+PUBLISHED_CONSTANTS: dict[str, dict[str, float]] = {
+    "SAVI": {"L": 0.5},   # Huete 1988, RSE 25:295, L = 0.5 for intermediate vegetation
+    "GSAVI": {"L": 0.5},  # Sripada et al. 2006, Agron. J. 98:968, green SAVI with L = 0.5
+    "SARVI": {"L": 0.5},  # Kaufman & Tanre 1992, IEEE TGRS 30:261, L = 0.5
+    "MNLI": {"L": 0.5},   # Gong et al. 2003, IEEE TGRS 41:1355, L = 0.5
+    "IBI": {"L": 0.5},    # Xu 2008, IJRS 29:4269, SAVI term with L = 0.5
+}
 
-    if sym == "L" and "C1" not in idx.bands:
-        return 0.5
-    return float(spyndex.constants[sym].default)
+
+#: Formulas of the index's own paper where the spyndex catalogue's differs. Index -> formula
+#: over spyndex symbols (evaluated by :func:`earthrl.envs.tools.band_math.evaluate`).
+PUBLISHED_FORMULAS: dict[str, str] = {
+    # Feyisa et al. 2014, RSE 140:23, eq. 1: 4·(ρ2 − ρ5) − (0.25·ρ4 + 2.75·ρ7); spyndex 0.12 has
+    # "4.0*(G-S1)-0.25*N+2.75*S2" (the SWIR2 term added instead of subtracted)
+    "AWEInsh": "4.0 * (G - S1) - (0.25 * N + 2.75 * S2)",
+}
 
 
-def compute_index(reg, s, index: str):
-    """``(arr, layers, idx)``: float32 index ``index`` of scene ``s`` (spyndex formula over the
-    scene's bands as reflectance 0-1, constants by :func:`_constant`, coarser bands replicated to
-    the finest grid; NaN where any input is nodata or 0/0), the aligned input layers, and the
-    spyndex index object.
+def index_constant(idx, sym: str, given: dict[str, float] | None = None) -> float:
+    """Value of constant ``sym`` in index ``idx`` (a ``spyndex.indices`` entry): the caller's
+    ``given[sym]`` when present, else the index's published value (:data:`PUBLISHED_CONSTANTS`),
+    else spyndex's default ``spyndex.constants[sym].default``.
 
     Raises:
-        ToolError: unknown index, or a band symbol the sensor lacks.
+        ToolError: the constant has no default (e.g. a central wavelength) and none was given.
+    """
+    import spyndex
+
+    if given and sym in given:
+        return float(given[sym])
+    own = PUBLISHED_CONSTANTS.get(idx.short_name, {})
+    if sym in own:
+        return own[sym]
+    default = spyndex.constants[sym].default
+    if default is None:
+        raise ToolError("tool_error", f"{idx.short_name} needs constant {sym!r} "
+                        f"({spyndex.constants[sym].description}), which has no default; give it in constants")
+    return float(default)
+
+
+def compute_index(reg, s, index: str, constants: dict[str, float] | None = None):
+    """``(arr, layers, idx)``: index ``index`` of scene ``s`` computed in float64 (spyndex formula,
+    or the paper's where the catalogue's differs, :data:`PUBLISHED_FORMULAS`, over the scene's bands as float64 reflectance 0-1, i.e. the float64 nearest DN / 10000;
+    constants by :func:`index_constant`; coarser bands replicated to the finest grid) and rounded
+    once to float32, the stored precision, so a pixel whose exact index equals a decimal threshold
+    is stored as that threshold rounded to float32 (see :func:`threshold_mask`); NaN where any
+    input is nodata or x/0. Also returns the aligned input layers (float64) and the spyndex
+    index object.
+
+    Raises:
+        ToolError: unknown index; a band symbol the sensor lacks; a constant the index does not
+            use, or one without a default.
     """
     import spyndex
 
     idx = _spyndex_index(index)
+    unused = sorted(set(constants or {}) - set(idx.bands))
+    if unused:
+        used = [b for b in idx.bands if b in spyndex.constants and b not in s.symbols]
+        raise ToolError("tool_error", f"constants: {idx.short_name} ({idx.formula}) has no constant "
+                        f"{', '.join(unused)}; its constants: {', '.join(used) or 'none'}")
     params, layers = {}, []
     for sym in idx.bands:
         if sym in s.symbols:
-            layers.append(load_layer(reg, f"{s.id}:{s.symbols[sym]}"))
+            layers.append(load_layer(reg, f"{s.id}:{s.symbols[sym]}", np.float64))
             params[sym] = None
         elif sym in spyndex.constants:
-            params[sym] = _constant(idx, sym)
+            params[sym] = index_constant(idx, sym, constants)
         else:
             raise ToolError("tool_error", (
                 f"{idx.short_name} needs band {sym!r}, which {s.sensor} scene {s.id} lacks "
@@ -196,7 +238,12 @@ def compute_index(reg, s, index: str):
     for sym, layer in zip([k for k, v in params.items() if v is None], layers):
         params[sym] = layer.arr
     with np.errstate(all="ignore"):
-        arr = np.asarray(spyndex.computeIndex(idx.short_name, params=params), dtype=np.float32)
+        if idx.short_name in PUBLISHED_FORMULAS:
+            arr = band_math.evaluate(PUBLISHED_FORMULAS[idx.short_name],
+                                     {k: v if isinstance(v, np.ndarray) else np.float64(v) for k, v in params.items()})
+        else:
+            arr = np.asarray(spyndex.computeIndex(idx.short_name, params=params), dtype=np.float64)
+        arr = arr.astype(np.float32)
     if not np.isfinite(arr.sum()):  # fast path (one SIMD reduction): no NaN/inf at all
         inf = np.isinf(arr)  # x/0 -> NaN (0/0 is NaN already)
         if inf.any():
@@ -214,18 +261,20 @@ def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
     """Index ``args.index`` of ``args.scene`` from the Awesome Spectral Indices catalogue
     (``spyndex.indices[...]``, ``spyndex.computeIndex``): the index's band symbols (N, R, G, B,
     S1 ...) map to the scene's bands (:data:`~earthrl.envs.data.catalog.S2_SYMBOLS`,
-    :data:`~earthrl.envs.data.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (g, C1,
-    C2 ...) take spyndex's defaults, L is 0.5 for SAVI-type indices (:func:`_constant`); coarser S2 bands are replicated to the finest band's grid.
-    Writes float32 ``<index>_<scene>`` (NaN where any input is nodata by the one no-data rule,
-    :func:`earthrl.envs.data.calibration.fill_mask` — e.g. Sentinel-2 DN 0 — or 0/0).
+    :data:`~earthrl.envs.data.catalog.LANDSAT_SYMBOLS`) read as reflectance 0-1; constants (L, g,
+    C1, C2 ...) are the index's own published values (:func:`index_constant`; a caller of
+    :func:`compute_index` may give its own, which win: spyndex's defaults, e.g. EVI2 L = 1 (Jiang et al. 2008), except
+    :data:`PUBLISHED_CONSTANTS`, e.g. SAVI L = 0.5 (Huete 1988)); coarser S2 bands are replicated
+    to the finest band's grid. Computed in float64, written as float32 ``<index>_<scene>``
+    (NaN where any input is nodata by the one no-data
+    rule, :func:`earthrl.envs.data.calibration.fill_mask` — e.g. Sentinel-2 DN 0 — or 0/0).
 
     Raises:
         ToolError: unknown index (suggests close names) or a band the sensor lacks.
     """
     s = ctx.registry.scene(args.scene)
     arr, layers, idx = compute_index(ctx.registry, s, args.index)
-    res = _write_raster(ctx, _out_name(idx.short_name.lower(), s.id), arr, layers, kind="raster",
-                        units="index")
+    res = _write_raster(ctx, _out_name(idx.short_name.lower(), s.id), arr, layers, kind="raster", units="index")
     res.text = f"{idx.short_name} of {s.id}: " + res.text
     return res
 
@@ -243,7 +292,10 @@ def band_math_tool(ctx: ToolContext, args: MathArgs) -> ToolResult:
     """Evaluate ``args.expr`` with the safe AST evaluator (:func:`earthrl.envs.tools.band_math.evaluate`;
     no Python eval) over ``inputs`` (variable -> artifact name or ``scene:band``, bands as
     reflectance 0-1, NaN on no-data by :func:`earthrl.envs.data.calibration.fill_mask`, which
-    stays NaN whatever the expression). Writes float32 ``bm_<hash>``.
+    stays NaN whatever the expression). Arithmetic in float64 (bands as the float64 nearest
+    DN / 10000); comparisons round both sides to float32 first, the rule of
+    :func:`threshold_mask`, so ``(s - n) / (s + n) > 0.15`` is 0 on a pixel exactly on 0.15.
+    Writes float32 ``bm_<hash>``.
 
     Raises:
         ToolError: unsafe/invalid expression, bad variable name, inputs on different grids.
@@ -253,7 +305,7 @@ def band_math_tool(ctx: ToolContext, args: MathArgs) -> ToolResult:
     bad = [k for k in args.inputs if not k.isidentifier() or k.startswith("_")]
     if bad:
         raise ToolError("tool_error", f"input names {bad} must be simple identifiers like a, nir")
-    layers = _align([load_layer(ctx.registry, v) for v in args.inputs.values()])
+    layers = _align([load_layer(ctx.registry, v, np.float64) for v in args.inputs.values()])
     try:
         arr = band_math.evaluate(args.expr, {k: l.arr for k, l in zip(args.inputs, layers)})
     except band_math.UnsafeExpressionError as e:
@@ -280,13 +332,39 @@ class ThresholdArgs(Args):
                skills=["water_flood", "vegetation_drought", "land_cover"], output_kind="mask")
 def threshold_mask(ctx: ToolContext, args: ThresholdArgs) -> ToolResult:
     """uint8 mask: 1 where ``raster <op> value``, 0 elsewhere, 255 (nodata) where the raster is
-    NaN. Output ``<name>_<gt|ge|lt|le|eq|ne><value>``."""
+    NaN. Output ``<name>_<gt|ge|lt|le|eq|ne><value>``.
+
+    Ties: the comparison is exact on the stored values. Rasters are stored as float32 and every
+    EarthRL index and band is the float32 nearest its exact value (computed in float64 from the
+    DN, or DN / 10000 for a band, then rounded once), so ``value`` is rounded to float32 too
+    (:func:`stored_threshold`) and a pixel whose exact value equals ``value`` (e.g. NDBI 0.15 from
+    DN 1150 and 850) counts as equal: in for ``>=``/``<=``/``==``, out for ``>``/``<``. Values
+    within half a float32 step of ``value`` (6e-8 relative) count as equal as well.
+    """
     layer = load_layer(ctx.registry, args.name)
-    with np.errstate(invalid="ignore"):
-        mask = OPS[args.op](layer.arr, args.value).astype(np.uint8)
-    mask[np.isnan(layer.arr)] = 255
+    mask = compare(layer.arr, args.op, args.value)
     name = _out_name(layer.source.replace(":", "_"), f"{_OP_NAMES[args.op]}{args.value:g}")
     return _write_raster(ctx, name, mask, [layer], kind="mask", units="mask")
+
+
+def stored_threshold(value: float) -> np.float32:
+    """``value`` rounded to float32, the precision rasters are stored in (IEEE round to nearest),
+    so that it equals the stored value of a pixel lying exactly on it."""
+    return np.float32(value)
+
+
+def compare(arr: np.ndarray, op: str, value: float) -> np.ndarray:
+    """uint8 mask of ``arr <op> value`` compared in float32 (:func:`stored_threshold`: both sides
+    rounded to float32), 255 where ``arr`` is NaN.
+
+    Raises:
+        KeyError: ``op`` not one of ``> >= < <= == !=``.
+    """
+    a = arr if arr.dtype == np.float32 else arr.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        mask = OPS[op](a, stored_threshold(value)).astype(np.uint8)
+    mask[np.isnan(a)] = 255
+    return mask
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from rasterio.transform import from_origin
 
 from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_audit import audit_earthbench, register_inputs
-from earthrl.envs.core.audit import (CONVENTIONS, Convention, audit_task, convention_problem, nearest_choice,
-                                     with_overrides)
+from earthrl.envs.core.audit import (CONVENTIONS, Convention, audit_task, convention_problem, markdown_report,
+                                     nearest_choice, with_overrides)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import save_tasks_file
 from earthrl.envs.suites import mini as suite_mini
@@ -165,3 +165,28 @@ def test_earthbench_runs_what_maps_on_synthesized_rasters(tmp_path, data_root):
     assert audits["earthbench/4"].status == "could_not_run"
     assert "question4/Chengdu_2022-08-13_LST.tif" in audits["earthbench/4"].result.reason
     assert audits["earthbench/1"].result.reason.startswith("no EarthRL counterpart for calc_batch_image_mean")
+
+
+def test_threshold_answer_is_rederived_independently_of_the_tools(data_root, tmp_path, monkeypatch):
+    """The NDBI > 0.1 built-up area: the audit re-derives it in float64 from the raw DN
+    (envs/suites/audit_exact.py), so it flags an answer made wrong even when the tools, made wrong
+    the same way, reproduce it (here ``>`` counting pixels on the threshold, as ``>=``)."""
+    import operator
+
+    from earthrl.envs.tools import mini as mini_tools
+
+    task = next(t for t in suite_mini.build(data_root, templates=["s2_builtup_share"]).tasks
+                if t.id.endswith("NDBI_gt0.1/km2"))
+    good = audit_task(task, MiniAuditor(data_root, tmp_path / "a", answer_correct), ())
+    assert good.status == "reproduced" and good.result.independent == pytest.approx(task.answer.value, rel=1e-3)
+    bad = audit_task(_corrupt(task), MiniAuditor(data_root, tmp_path / "b", answer_correct), ())
+    assert bad.status == "not_reproduced" and bad.result.independent_ok is False
+    monkeypatch.setitem(mini_tools.OPS, ">", operator.ge)
+    wrong_tools = MiniAuditor(data_root, tmp_path / "c", answer_correct)
+    made = audit_task(task, wrong_tools, ()).result.computed  # the answer the wrong rule gives
+    assert made > task.answer.value * 1.01
+    wrong = task.model_copy(update={"answer": task.answer.model_copy(update={"value": made})})
+    a = audit_task(wrong, MiniAuditor(data_root, tmp_path / "d", answer_correct), ())
+    assert a.result.reproduced is True and a.result.independent_ok is False
+    assert a.status == "not_reproduced" and a.result.independent == good.result.independent
+    assert "DISAGREES" in markdown_report("earthrl-mini", [a])

@@ -15,7 +15,7 @@ from scipy.stats import theilslopes
 from earthrl.envs.suites import mini as suite_mini
 from earthrl.envs.paths import data_dir
 
-TEMPLATES = ["s2_index_stat", "s2_veg_share", "s2_water_area", "s2_nir_water", "ls_mean_ndvi",
+TEMPLATES = ["s2_index_stat", "s2_veg_share", "s2_builtup_share", "s2_water_area", "s2_nir_water", "ls_mean_ndvi",
              "ls_moisture_stress", "ls_simple_ratio", "ls_cloud_share", "ls_clear_share",
              "ls_snow_share", "ls_ndvi_change", "ls_greenest", "ls_change_direction",
              "ts_sen_slope", "ts_mk_trend", "ls_clear_ndvi", "l1_lst_stat", "l1_bt_stat",
@@ -59,9 +59,10 @@ def test_sentinel2_index_shares_and_areas(built, raw):
     n, r, g = raw.s2("B08"), raw.s2("B04"), raw.s2("B03")
     s1 = up(raw.s2("B11"), 2)
     idx = {"NDVI": nd(n, r), "NDWI": nd(g, n), "MNDWI": nd(g, s1), "NDMI": nd(n, s1)}
-    # thresholds in float32 as the rasters are stored (integer DNs put many pixels exactly on
-    # ratios such as 0.2, which float32 and float64 round to different sides)
-    f32 = {k: nd(*(np.rint(a * 1e4).astype(np.float32) * np.float32(1e-4) for a in ab)) for k, ab in
+    # thresholds exact: integer DNs put many pixels exactly on ratios such as 0.2; the normalized
+    # difference of the integer DN is one correctly rounded float64 division, so comparing it with
+    # the float64 threshold is the exact comparison (a pixel on the threshold is not above it)
+    f32 = {k: nd(*(np.rint(a * 1e4) for a in ab)) for k, ab in
            {"NDVI": (n, r), "NDWI": (g, n), "MNDWI": (g, s1)}.items()}
     for t in of(built, "s2_index_stat"):
         name, stat = t.id.split("/")[-2:]
@@ -79,6 +80,31 @@ def test_sentinel2_index_shares_and_areas(built, raw):
     for t in of(built, "s2_nir_water"):
         mask = n < t.reference[0].arguments["value"]
         check(t, mask.sum() * 100 / 1e6 if t.answer.unit == "km2" else 100 * mask.mean())
+
+
+def test_builtup_ndbi_answers_are_exact_on_the_stored_dn(built, raw, data_root):
+    """NDBI = (S1 − N)/(S1 + N) (Zha et al. 2003) of the integer DN (B11 repeated 2 × 2 onto the
+    10 m grid), > t exactly; area from 10 m × 10 m cells divided by the UTM areal scale factor
+    at each cell centre (pyproj), e.g. NDBI > 0.1 about 30.23 km²."""
+    from pyproj import Proj
+
+    s1, n = np.rint(up(raw.s2("B11"), 2) * 1e4), np.rint(raw.s2("B08") * 1e4)
+    ndbi = nd(s1, n)
+    with rasterio.open(raw.root / "s2l1c/IMG_DATA/T33UUU_20170216T102101_B08.jp2") as src:
+        t, crs = src.transform, src.crs
+    rows, cols = n.shape
+    xx, yy = np.meshgrid(t.c + 10 * (np.arange(cols) + 0.5), t.f - 10 * (np.arange(rows) + 0.5))
+    p = Proj(crs)
+    cell = 100.0 / p.get_factors(*p(xx, yy, inverse=True)).areal_scale
+    tasks = of(built, "s2_builtup_share")
+    assert any(x.id.endswith("NDBI_gt0.1/km2") for x in tasks)
+    for task in tasks:
+        thr = task.reference[1].arguments["value"]
+        hit = ndbi > thr
+        if task.answer.unit == "km2":
+            check(task, cell[hit].sum() / 1e6)
+        else:
+            check(task, 100 * hit.sum() / np.isfinite(ndbi).sum())
 
 
 def ls_ndvi(raw, s):
