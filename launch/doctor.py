@@ -175,6 +175,47 @@ def check_cpu_bf16() -> Check:
                  "optional: model.dtype=auto uses float32 on this CPU", "optional")
 
 
+def check_make_train() -> list[Check]:
+    """Whether ``make train`` fits this machine: its memory plan (the sizes ``auto`` picks here, the vLLM
+    engine's KV cache, the learner, Ray and the envs against the machine and its NUMA node;
+    :mod:`earthrl.launch.host_memory`) and its time budget (the measured minutes of the size ``auto``
+    picks, for 2 cores; :data:`earthrl.launch.machine_size.MEASURED`)."""
+    from hydra import initialize_config_dir
+
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.host_memory import job_budget
+    from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
+    from earthrl.launch.overrides import CONF_DIR, compose_job
+    from earthrl.models.dtype import resolve_dtype
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("config", [f"model={TRAIN_MODEL}", "trainer.warm_start=auto", "trainer.steps=auto"])
+    resolve_auto_sizes(cfg)
+    dtype, why = resolve_dtype(str(cfg.model.dtype))
+    size = f"trainer.warm_start={cfg.trainer.warm_start}, {cfg.trainer.steps} GRPO steps ({dtype}: {why})"
+    ok, path = _fetched("model", TRAIN_MODEL)
+    if not ok:
+        memory = Check("make train memory", False, f"unknown until {TRAIN_MODEL} is fetched (its config.json gives "
+                       "the weights and KV cache)", f"earthrl fetch model {TRAIN_MODEL}")
+    else:
+        ho = cfg.trainer.heldout
+        rows = max(int(cfg.tasks.tasks_per_step) * int(cfg.algorithm.group_size), int(ho.max_tasks) * int(ho.samples))
+        try:
+            plan = job_budget(cfg, path, rows, learner=True)
+            memory = Check("make train memory", True, plan.line() if plan else "the HF engine (no vLLM found): "
+                           "no engine budget to plan")
+        except ConfigError as exc:
+            memory = Check("make train memory", False, str(exc), "use a machine with more memory")
+    minutes, where = MEASURED.get(dtype, MEASURED["bfloat16"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    expected = minutes * 2 / min(cores, 2)  # the job uses 2 cores (cluster.num_cpus, torch_threads)
+    fits = expected <= TIME_BUDGET_MIN
+    time = Check("make train time", fits, f"{size}: {minutes:.0f} min measured {where}"
+                 + (f"; about {expected:.0f} min with {cores} core(s)" if cores < 2 else "")
+                 + f" (budget {TIME_BUDGET_MIN} min)", "run it on a machine with 2 idle cores", "optional")
+    return [memory, time]
+
+
 def check_wandb() -> Check:
     """wandb importable, and whether runs log online (WANDB_API_KEY) or offline."""
     found = check_import("wandb", "make install")
@@ -187,7 +228,7 @@ def run_checks() -> list[Check]:
     return [check_python(), *check_torch(), check_import("ray", "make install"),
             check_vllm(),
             check_bwrap(), check_userns(), check_landlock(), check_cgroups(), *check_caches(),
-            check_cpu_bf16(), check_wandb()]
+            check_cpu_bf16(), *check_make_train(), check_wandb()]
 
 
 def main(argv: list[str]) -> int:

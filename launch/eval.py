@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.host_memory import job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 from earthrl.envs.paths import data_dir
 from earthrl.rollout.runtime import RolloutRuntime
@@ -78,6 +79,7 @@ class EvalJob:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.ev = cfg.eval
+        self.memory = None  # the vLLM engine's host-memory plan on CPU (launch/host_memory), set by validate
 
     def validate(self) -> None:
         """Check the config before anything is written.
@@ -108,6 +110,7 @@ class EvalJob:
         if live:
             self.model_path = model_path(cfg)
             self.adapter = load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None
+            self.memory = job_budget(cfg, self.model_path, int(ev.batch_tasks) * int(ev.samples), learner=False)
             self.check_resumable(self.output_dir / "trajectories.jsonl")
 
     def default_output_dir(self) -> Path:
@@ -175,7 +178,10 @@ class EvalJob:
             return 0
         cfg, ev = self.cfg, self.ev
         lora, weights = self.adapter if self.adapter else (None, None)
-        runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora)
+        if self.memory is not None:
+            print(self.memory.line(), flush=True)
+        runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,
+                                 kv_cache_gib=self.memory.kv if self.memory is not None else None)
         if weights is not None:
             runtime.push_lora(weights)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)

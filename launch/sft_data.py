@@ -68,13 +68,16 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
 
 def _engine_teacher(cfg, tasks, root, ws, teacher, phrasing):
     """Teacher rollouts through the agent loop with a registered engine (``hf`` / ``vllm``)."""
+    from earthrl.launch.host_memory import job_budget  # lazy: torch and the engines
     from earthrl.launch.job_inputs import model_path  # lazy: only the engine teacher needs the model folder
     from earthrl.rollout.runtime import RolloutRuntime  # lazy: Ray at start
 
     path = model_path(cfg)
     sampling = OmegaConf.create({"temperature": float(teacher.get("temperature", 0.7)), "top_p": 1.0,
                                  "max_new_tokens": int(teacher.get("max_new_tokens", 128))})
-    runtime = RolloutRuntime(cfg, path, root, ws / "workspaces", lora=None)
+    memory = job_budget(cfg, path, len(tasks) * int(teacher.get("samples", 1)), learner=False)
+    runtime = RolloutRuntime(cfg, path, root, ws / "workspaces", lora=None,
+                             kv_cache_gib=memory.kv if memory is not None else None)
     env = make_env(cfg, root, ws / "ws")
     try:
         trajs, _ = runtime.rollout(tasks, int(teacher.get("samples", 1)), 0, sampling, phrasing, int(cfg.seed),

@@ -45,6 +45,8 @@ from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
 from earthrl.launch.verl_config import verl_job
+from earthrl.launch.host_memory import job_budget
+from earthrl.launch.machine_size import resolve_auto_sizes
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 
 
@@ -57,6 +59,7 @@ class LocalGRPORecipe:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
+        self.sized: list[str] = []  # what `auto` sizes resolved to (printed once, at setup)
 
     # ------------------------------------------------------------------ setup
     def validate(self) -> None:
@@ -66,6 +69,7 @@ class LocalGRPORecipe:
             ConfigError: with one line naming the field and the fix.
         """
         cfg = self.cfg
+        self.sized += resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
         check_job_config(cfg, "train")
         self.model_path = self.verl_dry_run_path() or model_path(cfg)
         self.data_root = data_root(cfg)
@@ -91,6 +95,12 @@ class LocalGRPORecipe:
                 self.init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
             except (FileNotFoundError, ValueError) as exc:
                 raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
+        self.memory = None  # the vLLM engine's host-memory plan on CPU, checked before the warm start
+        if str(cfg.backend) != "verl":
+            ho = cfg.trainer.heldout
+            rows = max(int(cfg.tasks.tasks_per_step) * int(cfg.algorithm.group_size),
+                       int(ho.max_tasks) * int(ho.samples) if int(ho.every) > 0 else 0)
+            self.memory = job_budget(cfg, self.model_path, rows, learner=True)
         self.warm_start = None  # a conf/sft preset whose (cached) SFT checkpoint starts the run
         preset = cfg.trainer.get("warm_start")
         if preset and self.init_from is None and self.resume_from is None:
@@ -137,6 +147,8 @@ class LocalGRPORecipe:
         cfg = self.cfg
         self.validate()
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
+        for line in self.sized:
+            print(line, flush=True)
         if cfg.trainer.get("warm_start") and not self.warm_start:
             why = "trainer.init_from is set" if self.init_from is not None else f"resuming from {self.resume_from}"
             print(f"trainer.warm_start={cfg.trainer.warm_start} ignored: {why}", flush=True)
@@ -152,7 +164,10 @@ class LocalGRPORecipe:
         # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
         lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
                 **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
-        self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora)
+        if self.memory is not None:
+            print(self.memory.line(), flush=True)
+        self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,
+                                      kv_cache_gib=self.memory.kv if self.memory is not None else None)
         dtype, why = resolve_dtype(str(cfg.model.dtype))
         print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why}); learner and engine", flush=True)
         self.policy = Policy(str(self.model_path), lora, dtype=dtype,

@@ -4,8 +4,10 @@ Every seed starts RL from a supervised model (RS-Claw-Evolution §4: SFT, then R
 ``trainer.warm_start=<preset>`` (a ``conf/sft/<preset>.yaml``) and no ``trainer.init_from``,
 ``earthrl train`` first runs ``earthrl sft sft=<preset>`` with the run's own model, task suite, env
 and cluster settings into ``$EARTHRL_HOME/warm_start/<model>-<format>-<key>/`` and starts GRPO from
-its checkpoint; a later run with the same settings reuses it. The cache key is a hash of the SFT
-command's overrides and the preset file's text, so changing either builds a new warm start.
+its checkpoint; a later run with the same settings reuses it. The cache key is a hash of what changes
+the SFT result: the preset file's text and the SFT command's model (with the dtype ``model.dtype=auto``
+resolves to on this machine), task-suite and env overrides. Engine, memory and cluster settings
+(``cluster.*``) are passed to the SFT run but are not in the key: changing them reuses the warm start.
 """
 
 from __future__ import annotations
@@ -61,14 +63,30 @@ def preset_file(preset: str, key: str) -> Path:
     return file
 
 
-def warm_start_folder(cfg: DictConfig, preset: str) -> Path:
-    """Where the warm start of these settings lives (exists or not).
+def cache_key(cfg: DictConfig, preset: str) -> str:
+    """The hex sha256 of what changes the warm start's SFT result (module doc): the preset file, the
+    model/tasks/env overrides of its SFT command and the resolved dtype; never ``cluster.*`` or the
+    output folder.
 
     Raises:
         ConfigError: ``trainer.warm_start`` names no ``conf/sft`` preset (lists them).
     """
+    from earthrl.models.dtype import resolve_dtype  # lazy: torch when model.dtype=auto
+
     file = preset_file(preset, "trainer.warm_start")
-    key = hashlib.sha256("\n".join([file.read_text(), *sft_overrides(cfg, preset, Path("."))]).encode()).hexdigest()
+    keyed = [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
+    dtype = resolve_dtype(str(cfg.model.dtype))[0]
+    return hashlib.sha256("\n".join([file.read_text(), *keyed, f"dtype={dtype}"]).encode()).hexdigest()
+
+
+def warm_start_folder(cfg: DictConfig, preset: str) -> Path:
+    """Where the warm start of these settings lives (exists or not): named after the model, the action
+    format, the preset and :func:`cache_key`.
+
+    Raises:
+        ConfigError: ``trainer.warm_start`` names no ``conf/sft`` preset (lists them).
+    """
+    key = cache_key(cfg, preset)
     return earthrl_home() / "warm_start" / f"{cfg.model.name}-{cfg.env.action_format}-{preset}-{key[:10]}"
 
 

@@ -38,8 +38,8 @@ from earthrl.models.dtype import resolve_dtype
 from earthrl.rollout.bench_inputs import bench_prompts, resolve_model, unreachable_stop_id
 from earthrl.rollout.engines import ENGINES, make_engine
 from earthrl.rollout.hf_engine import SamplingParams
+from earthrl.rollout.vllm_engine import DEFAULT_KV_CACHE_GIB
 from earthrl.rollout.vllm_env import vllm_python
-from earthrl.rollout.vllm_worker import node_memory_bytes
 
 STANDALONE = Path(__file__).with_name("vllm_standalone.py")
 TEMPERATURE = 1.0
@@ -116,7 +116,7 @@ def _vllm_standalone(model_path: Path, dtype: str, max_new_tokens: int, python: 
             spec, result = Path(tmp) / "spec.json", Path(tmp) / "result.json"
             spec.write_text(json.dumps({"model": str(model_path), "dtype": resolve_dtype(dtype)[0], "sets": sets,
                                         "max_new_tokens": max_new_tokens, "single_rows": single_rows,
-                                        "temperature": TEMPERATURE, "gpu_memory_utilization": _vllm_memory_share()}))
+                                        "temperature": TEMPERATURE, **_vllm_memory()}))
             proc = subprocess.run([str(python), str(STANDALONE), str(spec), str(result)], capture_output=True, text=True,
                                   timeout=timeout_s, env={**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
             if proc.returncode != 0:
@@ -128,12 +128,13 @@ def _vllm_standalone(model_path: Path, dtype: str, max_new_tokens: int, python: 
     return run
 
 
-def _vllm_memory_share() -> float:
-    """vLLM's ``gpu_memory_utilization`` the EarthRL engine uses by default (GPU: 0.5; CPU: 4 GiB of host
-    memory as a share of NUMA node 0, as :func:`earthrl.rollout.vllm_worker.build_llm` computes it)."""
+def _vllm_memory() -> dict:
+    """vLLM's memory setting the EarthRL engine uses by default (GPU: ``gpu_memory_utilization`` 0.5; CPU:
+    an explicit KV cache of :data:`~earthrl.rollout.vllm_engine.DEFAULT_KV_CACHE_GIB`, as
+    :func:`earthrl.rollout.vllm_worker.build_llm` passes it)."""
     if torch.cuda.is_available():
-        return 0.5
-    return min(0.9, 4 * 2**30 / node_memory_bytes())
+        return {"gpu_memory_utilization": 0.5}
+    return {"kv_cache_memory_bytes": int(DEFAULT_KV_CACHE_GIB * 2**30)}
 
 
 def _one_line(exc: BaseException) -> str:

@@ -18,7 +18,7 @@ ENGINES.register("hf", make_hf_engine_actor)
 ENGINES.register("vllm", make_vllm_engine_actor)
 
 ENGINE_OPTIONS = {"hf": ("min_shared_prefix",),
-                  "vllm": ("python", "max_model_len", "cpu_memory_gib", "gpu_memory_utilization", "enforce_eager")}
+                  "vllm": ("python", "max_model_len", "kv_cache_gib", "gpu_memory_utilization", "enforce_eager")}
 """Keys of ``cluster.<engine>`` passed to that engine only."""
 
 

@@ -95,10 +95,12 @@ class RolloutRuntime:
         data_root: data folder of the task suite.
         workspace_root: where EnvPool episodes get their workspaces.
         lora: ``{"rank", "alpha", …}`` of the adapter the engine will receive, or None (no adapter).
+        kv_cache_gib: the vLLM engine's KV cache on CPU (GiB), as the launcher's memory plan derived it
+            (``launch/host_memory``); None: the engine's default.
     """
 
     def __init__(self, cfg: DictConfig, model_path: Path, data_root: Path, workspace_root: Path,
-                 lora: dict | None) -> None:
+                 lora: dict | None, kv_cache_gib: float | None = None) -> None:
         import ray
         from transformers import AutoTokenizer
 
@@ -117,6 +119,8 @@ class RolloutRuntime:
         self.engine_name, why = resolve_engine(cfg.cluster.engine, str(vllm_opts.get("python", "auto")))
         print(f"cluster.engine={cfg.cluster.engine} -> {self.engine_name} ({why})", flush=True)
         options = OmegaConf.to_container(cfg.cluster.get(self.engine_name) or OmegaConf.create({}), resolve=True)
+        if kv_cache_gib is not None:
+            options["kv_cache_gib"] = float(kv_cache_gib)
         self._start_engine = lambda: make_engine(
             self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
             stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))

@@ -37,6 +37,9 @@ from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
+DEFAULT_KV_CACHE_GIB = 1.0
+"""KV cache of an engine started without a derived size (benchmarks, tests): 1 GiB holds 5 Qwen2.5-0.5B
+trajectories of 8,192 float32 tokens."""
 
 
 def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path, base_model: str) -> Path:
@@ -80,7 +83,8 @@ class VLLMEngine:
             vLLM; this sets ``OMP_NUM_THREADS``).
         python: see :func:`vllm_python`.
         max_model_len: longest prompt + response in tokens.
-        cpu_memory_gib: on CPU, host memory vLLM may take for weights and KV cache (GiB).
+        kv_cache_gib: on CPU, the KV cache vLLM allocates (GiB; ``launch/host_memory.plan`` derives it from
+            the model, dtype, batch and ``max_model_len``).
         gpu_memory_utilization: on GPU, vLLM's fraction of the card.
         enforce_eager: skip graph capture / compilation (faster start, for tests).
         startup_timeout_s: how long to wait for the model to load.
@@ -95,7 +99,7 @@ class VLLMEngine:
 
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
                  stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
-                 python: str = "auto", max_model_len: int = 8192, cpu_memory_gib: float = 4.0,
+                 python: str = "auto", max_model_len: int = 8192, kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
                  gpu_memory_utilization: float = 0.5, enforce_eager: bool = False,
                  startup_timeout_s: float = 900.0, log_path: str | None = None) -> None:
         if not Path(model_path).exists():
@@ -118,7 +122,7 @@ class VLLMEngine:
         args = [exe, str(WORKER), "--address", address, "--model", model_path,
                 "--dtype", resolve_dtype(dtype)[0], "--max-model-len", str(max_model_len),
                 "--lora-rank", str(int(lora["rank"]) if lora else 0),
-                "--cpu-memory-gib", str(0.0 if on_gpu else cpu_memory_gib),
+                "--kv-cache-gib", str(0.0 if on_gpu else kv_cache_gib),
                 "--gpu-memory-utilization", str(gpu_memory_utilization)]
         if enforce_eager:
             args.append("--enforce-eager")

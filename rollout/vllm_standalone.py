@@ -2,8 +2,9 @@
 
 Run by path with the vLLM environment's Python (it imports nothing of EarthRL, which that
 environment need not have): ``python vllm_standalone.py SPEC.json RESULT.json``. SPEC holds
-``model``, ``dtype``, ``max_new_tokens``, ``single_rows``, ``temperature`` and ``sets``
-(name -> list of token-id prompts). For every set it times one batched ``LLM.generate`` over all
+``model``, ``dtype``, ``max_new_tokens``, ``single_rows``, ``temperature``, ``sets``
+(name -> list of token-id prompts) and vLLM's memory setting (``kv_cache_memory_bytes`` on CPU,
+``gpu_memory_utilization`` on GPU). For every set it times one batched ``LLM.generate`` over all
 prompts and a single stream (the first ``single_rows`` prompts one call each), after one warm-up
 call, with ``ignore_eos`` so that every row generates ``max_new_tokens`` tokens; RESULT gets
 ``{set: {"batched": {"tokens", "seconds"}, "single": {...}}}`` plus ``vllm_version``.
@@ -26,7 +27,7 @@ def main(spec_path: str, out_path: str) -> None:
     spec = json.loads(open(spec_path).read())
     llm = LLM(model=spec["model"], dtype=spec["dtype"], enable_prefix_caching=True, seed=0,
               max_model_len=int(spec.get("max_model_len", 4096)),
-              gpu_memory_utilization=float(spec.get("gpu_memory_utilization", 0.5)))
+              **{k: spec[k] for k in ("gpu_memory_utilization", "kv_cache_memory_bytes") if k in spec})
     params = SamplingParams(max_tokens=int(spec["max_new_tokens"]), temperature=float(spec["temperature"]),
                             top_p=1.0, ignore_eos=True, logprobs=0)
 

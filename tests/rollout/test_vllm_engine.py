@@ -35,7 +35,7 @@ def codec(tiny_model):
 def engine(tiny_model, codec):
     require_vllm()
     eng = VLLMEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=LORA, dtype="float32", num_threads=2,
-                     max_model_len=4096, cpu_memory_gib=1.0, enforce_eager=True)
+                     max_model_len=4096, kv_cache_gib=1.0, enforce_eager=True)
     yield eng
     eng.close()
 
