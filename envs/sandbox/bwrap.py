@@ -7,7 +7,7 @@ https://github.com/containers/bubblewrap).
           --proc /proc --dev /dev --tmpfs /tmp --tmpfs /dev/shm (size-capped, empty)
           --ro-bind <Python installation: sys.base_prefix, the venv, sys.path entries>
           --ro-bind /usr/lib (and /lib, /lib64 as on the host) --ro-bind <read_roots>
-          --ro-bind <child.py> --ro-bind <landlock.py>
+          --ro-bind <child.py> --ro-bind <landlock.py> --ro-bind <arg_bounds.py>
           --bind <workspace>          (the only writable place)
           --clearenv --setenv ... --chdir <workspace> --seccomp FD
           -- python -I -B child.py
