@@ -1,13 +1,17 @@
-"""`earthrl bench fuzz`: the long fuzz run of ``env.step`` (issue 9) and the parsers' linearity.
+"""`earthrl bench fuzz`: the long fuzz run of ``env.step`` and the parsers' linearity.
 
 Cases (hypothesis, fixed seed, :mod:`earthrl.envs.core.fuzz_cases`), split over: model outputs in the
 ``json`` (30 %) and ``hierarchical`` (20 %) formats, ``codeact`` turns through its parser only
-(15 %), arguments of every tool in ``mock`` mode (30 %) and of the raster tools in ``execute``
-mode (5 %). Counted: results by ``error_kind`` (``ok`` = no error), ``crashes`` (an exception out
-of ``env.step``), ``problems`` (a broken StepResult contract or an ``internal_error``), ``hangs``
-(a case over :data:`HANG_S`). Linearity: parse time of each once-quadratic input at 3.2k and 32k
-characters (the action cap) and of the parser stages at 1 MB; a ratio ≈ 10 is linear, ≈ 100
-quadratic.
+(15 %), arguments of every tool in ``mock`` mode (25 %), of the raster tools in ``execute``
+mode (5 %, hostile values among them), and codeact turns that call a tool with hostile values in
+the episode's sandbox (5 %: all tools in ``mock`` mode, the raster tools in ``execute`` mode),
+each followed by a ``print`` turn that must answer. Counted: results by ``error_kind`` (``ok`` =
+no error), ``internal_errors`` (steps with an ``internal_error``: none may happen, ``ok`` is False
+otherwise and the command exits non-zero), ``crashes`` (an exception out of ``env.step``),
+``problems`` (a broken StepResult contract, an ``internal_error``, a dead interpreter after a
+codeact case), ``hangs`` (a case over :data:`HANG_S`). Linearity: parse time of each
+once-quadratic input at 3.2k and 32k characters (the action cap) and of the parser stages at
+1 MB; a ratio ≈ 10 is linear, ≈ 100 quadratic.
 """
 
 from __future__ import annotations
@@ -19,16 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.env import INTERNAL_ERROR, RSEnv
 from earthrl.envs.formats.codeact import parse_codeact
 from earthrl.envs.formats.hierarchical import parse_route
+from earthrl.envs.formats.registry import FormatUnavailable
 from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, count_calls_after_first, extract_call,
                                           first_json_object, strip_fence, tag_body)
 from earthrl.envs.paths import data_dir
 from earthrl.envs.tools.registry import TOOLS
 
 HANG_S = 5.0  # one case taking longer counts as a hang
-SHARES = {"json": 0.30, "hierarchical": 0.20, "codeact": 0.15, "tools_mock": 0.30, "tools_execute": 0.05}
+SHARES = {"json": 0.30, "hierarchical": 0.20, "codeact": 0.15, "tools_mock": 0.25, "tools_execute": 0.05,
+          "codeact_tools": 0.05}
+ALIVE = '```python\nprint("alive")\n```'  # the turn after a codeact case: the interpreter must answer it
 EXECUTE_TOOLS = ("resample", "reproject", "crop_bbox", "mosaic", "band_math", "threshold_mask",
                  "raster_stats", "percentiles", "spectral_index", "answer")
 
@@ -77,8 +84,8 @@ def bench_fuzz(n: int = 2000) -> dict:
     from hypothesis import given
 
     # lazy: fuzz_cases imports hypothesis (the test extra)
-    from earthrl.envs.core.fuzz_cases import (TASK, codeact_parse_problem, fuzz_settings, model_outputs,
-                                              step_problem, tool_arguments)
+    from earthrl.envs.core.fuzz_cases import (TASK, codeact_parse_problem, codeact_tool_turns, fuzz_settings,
+                                              hostile_arguments, model_outputs, step_problem, tool_arguments)
 
     kinds: collections.Counter = collections.Counter()
     counts = collections.Counter()
@@ -110,10 +117,12 @@ def bench_fuzz(n: int = 2000) -> dict:
         counts["hangs"] += dt > HANG_S
         counts["cases"] += 1
 
-    def steps(env, texts: list[str]):
-        env.reset(TASK)
+    def steps(env, texts: list[str], reset: bool = True):
+        if reset:
+            env.reset(TASK)
         for text in texts:
             res = env.step(text)
+            counts["internal_errors"] += bool(res.internal_error or res.error_kind == INTERNAL_ERROR)
             problem = step_problem(res, env.max_obs_chars)
             yield res.error_kind or "ok", None if problem is None else f"{problem} <- {text[:200]!r}"
 
@@ -133,6 +142,18 @@ def bench_fuzz(n: int = 2000) -> dict:
     def turns_case(fmt: str, texts: list[str]):
         return steps(env_for(fmt, "mock"), texts)
 
+    def codeact_tool_case(mode: str, text: str):
+        """A hostile codeact call, then :data:`ALIVE`; the episode (and its interpreter) goes on
+        until it ends or has run 40 cases."""
+        env = env_for("codeact", mode)
+        fresh = env.registry is None or env.done or len(env.history) >= 80
+        yield from steps(env, [text], reset=fresh)
+        if not env.done:
+            res = env.step(ALIVE)
+            alive = not res.error and res.observation.endswith("alive")
+            yield "alive" if alive else "dead", None if alive else (
+                f"the turn after a codeact case did not answer: {res.observation[:200]!r} <- {text[:200]!r}")
+
     from hypothesis import strategies as st
 
     t0 = time.perf_counter()
@@ -140,7 +161,17 @@ def bench_fuzz(n: int = 2000) -> dict:
     for mode, names in (("mock", sorted(TOOLS)), ("execute", EXECUTE_TOOLS)):
         per_tool = max(1, int(n * SHARES[f"tools_{mode}"]) // len(names))
         for name in names:
-            run(tool_arguments(TOOLS[name]), per_tool, tool_case, name, mode)
+            args = tool_arguments(TOOLS[name])
+            run(args | hostile_arguments(TOOLS[name]) if mode == "execute" else args, per_tool,
+                tool_case, name, mode)
+        try:
+            env_for("codeact", mode)
+        except FormatUnavailable as e:  # no sandbox on this machine: said, and counted
+            counts["codeact_skipped"] += 1
+            print(f"  codeact tool cases skipped: {e}")
+            continue
+        tools = {k: TOOLS[k] for k in names}
+        run(codeact_tool_turns(tools), int(n * SHARES["codeact_tools"] / 2), codeact_tool_case, mode)
     run(st.lists(model_outputs(TOOLS, "hierarchical"), min_size=1, max_size=3),
         int(n * SHARES["hierarchical"]), turns_case, "hierarchical")
     # json last, with what is left: a tool whose argument space is small runs out of examples
@@ -152,6 +183,9 @@ def bench_fuzz(n: int = 2000) -> dict:
     shutil.rmtree(tmp, ignore_errors=True)
     for line in examples[:10]:
         print("  fuzz finding:", line)
-    return {"cases": counts["cases"], "crashes": counts["crashes"], "problems": counts["problems"],
+    print(f"  internal_error steps: {counts['internal_errors']} (must be 0)")
+    return {"ok": counts["internal_errors"] == 0 and counts["crashes"] == 0 and counts["problems"] == 0,
+            "internal_errors": counts["internal_errors"], "codeact_skipped": counts["codeact_skipped"],
+            "cases": counts["cases"], "crashes": counts["crashes"], "problems": counts["problems"],
             "hangs": counts["hangs"], "slowest_case_s": round(slowest[0], 3), "wall_s": round(wall, 1),
             **{f"kind_{k}": v for k, v in sorted(kinds.items())}, **linearity()}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from earthrl.envs.tools.arg_bounds import bounded_record
 from earthrl.envs.tools.arg_checks import argument_problems
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
 from earthrl.envs.data.catalog import catalog, missing_hint, scene_line
@@ -331,9 +332,11 @@ class RSEnv:
             family: the routed HiRS family of a specialist turn; a tool of another family is an
                 ``out_of_family`` error (HiRS: hallucinated out-of-domain tool) and does not run.
 
-        Never raises: an unexpected exception is an ``internal_error`` outcome.
+        Never raises: an unexpected exception is an ``internal_error`` outcome. Arguments past
+        a bound of :mod:`earthrl.envs.tools.arg_bounds` are a ``schema_error`` naming the
+        argument, and the call's record keeps ``"<refused>"`` in their place.
         """
-        call = {"name": name, "arguments": arguments}
+        call = {"name": name, "arguments": bounded_record(arguments)}
         try:
             return self._call(name, arguments, call, family)
         except Exception as e:  # noqa: BLE001 - a sandbox's tool handler must always get a reply

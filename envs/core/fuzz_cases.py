@@ -1,6 +1,7 @@
-"""Fuzz cases for ``env.step`` (issue 9): hypothesis strategies of model outputs in every action
-format and of tool arguments generated from each tool's JSON schema, the attack classes that
-once crashed a step, and the invariant every step must keep (:func:`step_problem`).
+"""Fuzz cases for ``env.step``: hypothesis strategies of model outputs in every action format, of
+tool arguments generated from each tool's JSON schema, of codeact turns that call a tool with
+hostile values (:data:`HOSTILE_JSON`, :data:`HOSTILE_PY`), the attack classes that once crashed a
+step, and the invariant every step must keep (:func:`step_problem`).
 
 Used by the fuzz tests (``tests/envs/test_fuzz_*.py``, fixed seed, a few hundred examples) and by
 ``earthrl bench fuzz`` (:mod:`earthrl.envs.core.bench_fuzz`, ≥ 10,000 cases). Needs ``hypothesis``
@@ -10,6 +11,7 @@ Used by the fuzz tests (``tests/envs/test_fuzz_*.py``, fixed seed, a few hundred
 from __future__ import annotations
 
 import json
+import math
 
 from hypothesis import strategies as st
 
@@ -48,6 +50,42 @@ _scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats()
 #: any JSON value (NaN and ±inf included: Python's json reads them).
 json_values = st.recursive(_scalars, lambda c: st.lists(c, max_size=4)
                            | st.dictionaries(st.text(max_size=8), c, max_size=4), max_leaves=12)
+
+
+def deep(n: int, kind: type = list):
+    """A value nested ``n`` levels: ``[[…[1]…]]`` (``kind=list``) or ``{"a": {"a": …1}}``."""
+    x = 1
+    for _ in range(n):
+        x = [x] if kind is list else {"a": x}
+    return x
+
+
+#: hostile argument values a JSON tool call can carry: non-finite and extreme floats, 99-digit
+#: integers, nesting just past the argument bound, long strings, band_math expressions that
+#: overflow or divide by zero, boxes of extreme coordinates, empty and wrong-typed values.
+HOSTILE_JSON = (math.inf, -math.inf, math.nan, 1e308, -1e308, 10**99, -10**99, deep(31), deep(33),
+                deep(33, dict), "x" * 20_000, "9**9**9", "1/0", "where(a)", "1e308*10", "a**1e400",
+                [math.inf] * 4, [math.nan, 0, 1, 1], [0, 0, 1e300, 1e300],
+                [-1e308, -1e308, 1e308, 1e308], [0, 0, 10**99, 10**99], [], {}, True)
+#: Python expressions of hostile values for a codeact tool call: those of :data:`HOSTILE_JSON`
+#: and values only code can make: integers past JSON's and Python's digit limits, nesting past
+#: the interpreter's recursion limit, megabyte strings, types JSON cannot carry, an array of 40
+#: dimensions. ``deep`` is defined in the turn (:func:`codeact_tool_turns`).
+HOSTILE_PY = ("10**400", "-10**5000", "2**100000", "1e308*10", "deep(900)", "deep(5000)",
+              "deep(5000, dict)", "'x' * 1_000_000", "object()", "{1, 2}", "b'bytes'", "(1, 2)",
+              "print", "{'a': deep(100)}", "[10**200] * 4", "__import__('numpy').zeros((1,) * 40)",
+              "__import__('numpy').float32('nan')")
+
+
+def py_source(value) -> str:
+    """Python source of a JSON value (``float('nan')`` for NaN, ``float('inf')`` for ±inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float('{value}')"
+    if isinstance(value, list):
+        return "[" + ", ".join(py_source(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{py_source(k)}: {py_source(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def fuzz_settings(n: int):
@@ -125,6 +163,40 @@ def _hermes(name: str, arguments, wrapper: int) -> str:
     return [f"<tool_call>\n{call}\n</tool_call>", f"<tool_call>{call}", f"```json\n{call}\n```",
             call, f"I will call it.\n<tool_call>{call}</tool_call>\nDone.", call + call,
             f"<tool_call>{call[: len(call) // 2]}</tool_call>"][wrapper % 7]
+
+
+def hostile_arguments(tool, hostile=None, convert=lambda v: v):
+    """Argument dicts for ``tool`` in which each argument is, one time in three, a draw of
+    ``hostile`` (default :data:`HOSTILE_JSON`), else a plausible value of its schema type passed
+    through ``convert`` (e.g. :func:`py_source`)."""
+    hostile = st.sampled_from(HOSTILE_JSON) if hostile is None else hostile
+    props = openai_schema(tool)["function"]["parameters"].get("properties", {})
+    typed = (lambda p: value_strategy(p, wild=False).map(convert))
+    return st.fixed_dictionaries({k: st.one_of(typed(p), typed(p), hostile)
+                                  for k, p in props.items()})
+
+
+CODEACT_PRELUDE = ("def deep(n, kind=list):\n    x = 1\n    for _ in range(n):\n"
+                   "        x = [x] if kind is list else {'a': x}\n    return x\n")
+
+
+def _codeact_call(name: str, sources: dict, raise_limit: bool) -> str:
+    prelude = "import sys\nsys.setrecursionlimit(50_000)\n" if raise_limit else ""
+    args = ", ".join(f"{k}={v}" for k, v in sources.items())
+    return f"```python\n{prelude}{CODEACT_PRELUDE}r = {name}({args})\nprint(str(r)[:200])\n```"
+
+
+def codeact_tool_turns(tools: dict):
+    """Codeact turns that call one tool of ``tools`` with keyword arguments of Python source:
+    hostile expressions (:data:`HOSTILE_PY`, :data:`HOSTILE_JSON` as source) one time in three,
+    else plausible values of the argument's type; half of the turns first raise the
+    interpreter's recursion limit, so that deep values get past its JSON encoder."""
+    hostile = st.sampled_from([py_source(v) for v in HOSTILE_JSON] + list(HOSTILE_PY))
+
+    def one(name):
+        return st.builds(_codeact_call, st.just(name),
+                         hostile_arguments(tools[name], hostile, py_source), st.booleans())
+    return st.sampled_from(sorted(tools)).flatmap(one)
 
 
 def hermes_calls(tools: dict):

@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from earthrl.envs.tools.arg_bounds import MAX_DEPTH, MAX_INT_DIGITS, argument_problems, problem_message
 from earthrl.envs.tools.registry import TOOLS
 
 #: longest action (characters) any format accepts (a turn of ~8k tokens; ``RSEnv.step`` checks it).
 MAX_ACTION_CHARS = 32_000
-#: deepest JSON nesting (``[``/``{`` levels) of a tool call; real calls nest 3 deep.
-MAX_JSON_DEPTH = 32
-#: most digits of one number (Python's ``int()`` refuses > 4300; real arguments use < 20).
-MAX_INT_DIGITS = 100
+#: deepest JSON nesting (``[``/``{`` levels) of a tool call; real calls nest 3 deep. The same
+#: bound as that of one argument's value (:data:`earthrl.envs.tools.arg_bounds.MAX_DEPTH`).
+MAX_JSON_DEPTH = MAX_DEPTH
+#: most digits of one number (Python's ``int()`` refuses > 4300; real arguments use < 20):
+#: :data:`earthrl.envs.tools.arg_bounds.MAX_INT_DIGITS`.
 _BRACKET_RE = re.compile(r"[\[\]{}]")
 _DIGITS_RE = re.compile(r"[0-9]+")
 CALL_HINT = ('Write exactly one call: <tool_call>\n{"name": "<tool>", "arguments": {...}}\n'
@@ -219,6 +221,8 @@ def _schema_message(tool_name: str, err: ValidationError, model) -> str:
             parts.append(f"missing required argument '{loc}'")
         elif e["type"] == "extra_forbidden":
             parts.append(f"unknown argument '{loc}'")
+        elif not e["loc"] and e["type"] == "value_error":  # a check across arguments
+            parts.append(e["msg"].removeprefix("Value error, "))
         else:
             parts.append(f"argument '{loc}': {e['msg']} (got {_short_repr(e.get('input'))})")
     return f"{tool_name}: {'; '.join(parts)}. Arguments of {tool_name}: {allowed or 'none'}."
@@ -251,12 +255,18 @@ def parse_json_action(text: str, tools: dict | None = None) -> ToolCallAction:
 
 
 def validate_arguments(tool, arguments: dict):
-    """``tool.args_model`` instance of ``arguments`` (pydantic validation, defaults filled).
+    """``tool.args_model`` instance of ``arguments`` (pydantic validation, defaults filled),
+    after the bounds of :mod:`earthrl.envs.tools.arg_bounds` (nesting depth, integer digits,
+    string length), which are checked first so that no recursion or conversion sees a value
+    past them.
 
     Raises:
-        ActionError: ``schema_error`` naming the argument (missing, unknown, wrong type, out of
-            a declared range) and listing the tool's arguments.
+        ActionError: ``schema_error`` naming the argument (past a bound, missing, unknown, wrong
+            type, not a finite number, out of a declared range) and listing the tool's arguments.
     """
+    problems = argument_problems(arguments)
+    if problems:
+        raise ActionError("schema_error", problem_message(tool.name, problems))
     try:
         return tool.args_model.model_validate(arguments)
     except ValidationError as e:

@@ -8,7 +8,7 @@ https://github.com/containers/bubblewrap).
           --ro-bind /usr/lib (and /lib, /lib64 as on the host)
           --ro-bind <the interpreter's own sys.path folders: stdlib, lib-dynload, the venv's
                      site-packages> --ro-bind <its binary, pyvenv.cfg, libpython>
-          --ro-bind <child.py> --ro-bind <landlock.py> --ro-bind <read_roots>
+          --ro-bind <child.py> --ro-bind <landlock.py> --ro-bind <arg_bounds.py> --ro-bind <read_roots>
           --symlink <the links on the way to the binary and the read_roots>
           --bind <workspace>          (the only writable place)
           --clearenv --setenv ... --chdir <workspace> --seccomp FD

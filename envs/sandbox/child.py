@@ -140,16 +140,25 @@ def readable_roots(workspace, read_roots):
                          [workspace, *read_roots, *prefixes, *_SYSTEM_READ]}))
 
 
+def _load(name, module_path):
+    """The standalone EarthRL module at ``module_path``, loaded by path (before the audit hook
+    and Landlock are in force); None when no path is given."""
+    if not module_path:
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_earthrl_sandbox_{name}", module_path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _landlock(module_path, workspace, read_roots):
     """Apply Landlock (:mod:`earthrl.envs.sandbox.landlock`, loaded by path); the ABI applied,
     0 when unavailable or refused (the parent reports it in ``Sandbox.isolation``)."""
-    if not module_path:
+    mod = _load("landlock", module_path)
+    if mod is None:
         return 0
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_earthrl_sandbox_landlock", module_path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     ws = os.path.realpath(workspace)
     try:
         return mod.restrict([p for p in readable_roots(ws, read_roots) if p != ws], [ws])
@@ -275,10 +284,32 @@ def _jsonable(x):
                     "or dicts")
 
 
-def _tool_function(spec, channel, guard):
+def _payload(name, kw, bounds):
+    """``kw`` as the JSON the parent receives, or ``ToolCallError("schema_error")`` naming the
+    argument: one past a bound of ``bounds`` (:mod:`earthrl.envs.tools.arg_bounds`, checked
+    before and after the conversion of numpy values) or one JSON cannot carry."""
+    def check(values):
+        problems = bounds.argument_problems(values) if bounds is not None else {}
+        if problems:
+            raise ToolCallError("schema_error", bounds.problem_message(name, problems))
+
+    check(kw)
+    payload = {}
+    for key, value in kw.items():
+        try:
+            payload[key] = json.loads(json.dumps(value, default=_jsonable))
+        except (TypeError, ValueError, RecursionError) as e:
+            raise ToolCallError("schema_error", f"{name}: argument {key!r} cannot be passed to "
+                                f"the tool ({type(e).__name__}: {e})") from None
+    check(payload)
+    return payload
+
+
+def _tool_function(spec, channel, guard, bounds=None):
     """A Python function ``name(*args, **kwargs)`` that asks the parent to run the tool.
     Positional arguments take the tool's argument names in order; the parent validates them
-    (a missing or unknown argument comes back as a ``schema_error``)."""
+    (a missing or unknown argument comes back as a ``schema_error``); values past a bound of
+    ``bounds`` never leave the interpreter (:func:`_payload`)."""
     name = spec["name"]
     names = [p["name"] for p in spec["params"]]
 
@@ -289,11 +320,7 @@ def _tool_function(spec, channel, guard):
         dup = [n for n in names[:len(args)] if n in kwargs]
         if dup:
             raise ToolCallError("schema_error", f"{name}: argument {dup[0]!r} given twice")
-        kw = {**dict(zip(names, args)), **kwargs}
-        try:
-            payload = json.loads(json.dumps(kw, default=_jsonable))
-        except (TypeError, ValueError) as e:
-            raise ToolCallError("schema_error", f"{name}: {e}") from None
+        payload = _payload(name, {**dict(zip(names, args)), **kwargs}, bounds)
         with channel.lock:  # one request/reply at a time, even from threads of the code
             guard.trusted = True
             try:
@@ -389,12 +416,13 @@ def main():
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.signal(signal.SIGXCPU, _on_xcpu)
     _set_limits(init["limits"])
+    bounds = _load("arg_bounds", init.get("arg_bounds"))
     landlock_abi = _landlock(init.get("landlock"), workspace, init["read_roots"])
     guard = _Guard(workspace, init["read_roots"], (rfd, wfd), channel.send)
     tool_names = [s["name"] for s in init["tools"]]
     ns = {"__name__": "__main__", "__builtins__": __builtins__, "ToolCallError": ToolCallError}
     for spec in init["tools"]:
-        ns[spec["name"]] = _tool_function(spec, channel, guard)
+        ns[spec["name"]] = _tool_function(spec, channel, guard, bounds)
     try:  # a multiprocessing/_posixsubprocess fork does not raise an audit event in 3.11
         import _posixsubprocess
 

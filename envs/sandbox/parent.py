@@ -75,6 +75,8 @@ from earthrl.envs.sandbox.landlock import landlock_abi
 
 CHILD = Path(__file__).with_name("child.py")
 LANDLOCK = Path(__file__).with_name("landlock.py")
+#: :mod:`earthrl.envs.tools.arg_bounds`, loaded by the interpreter to check a call's arguments
+ARG_BOUNDS = Path(__file__).parents[1] / "tools" / "arg_bounds.py"
 RESTART_NOTE = "Note: the interpreter was restarted; variables from earlier turns are lost."
 LOST = "the interpreter restarts on the next turn, so variables from earlier turns are lost"
 ERROR_KINDS = ("sandbox_violation", "timeout", "memory", "code_error", "sandbox_crash",
@@ -447,8 +449,8 @@ class Sandbox:
         if self.backend == "bwrap":
             sfd = seccomp_fd()
             fds = (sfd,) if sfd is not None else ()
-            prefix = bwrap_command(ws, self._read_given, [os.path.realpath(CHILD),
-                                   os.path.realpath(LANDLOCK)], env, sfd,
+            prefix = bwrap_command(ws, self._read_given, [os.path.realpath(p) for p in
+                                   (CHILD, LANDLOCK, ARG_BOUNDS)], env, sfd,
                                    tmp_bytes=16 * 2**20)
             self._seccomp = sfd is not None
         exe = interpreter_layout().exe if self.backend == "bwrap" else sys.executable
@@ -470,7 +472,8 @@ class Sandbox:
                 self._cgroup.add(self._members())  # before any model code or thread exists
                 self._send({"t": "init", "workspace": ws, "read_roots": self.read_roots,
                             "tools": self.tool_specs, "limits": lim,
-                            "landlock": str(LANDLOCK) if self.isolate else None})
+                            "landlock": str(LANDLOCK) if self.isolate else None,
+                            "arg_bounds": str(ARG_BOUNDS)})
                 msg = self._recv(deadline, 1 << 20)
         except _ChildGone as e:
             msg = e
@@ -494,7 +497,8 @@ class Sandbox:
         """Next message, or None when ``deadline`` (monotonic s) passes first.
 
         Raises:
-            _ChildGone: the interpreter exited or sent something that is not a JSON object.
+            _ChildGone: the interpreter exited or sent something that is not a JSON object
+                (or one nested too deep to decode).
             _Breach: more than ``max_bytes`` received since the counter was reset.
         """
         fd = self._proc.stdout.fileno()
@@ -515,7 +519,7 @@ class Sandbox:
         line, _, self._buf = self._buf.partition(b"\n")
         try:
             msg = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # the runner never nests past arg_bounds.MAX_DEPTH
             raise _ChildGone("the interpreter broke the protocol", violation=True) from None
         if not isinstance(msg, dict):
             raise _ChildGone("the interpreter broke the protocol", violation=True)
@@ -647,7 +651,8 @@ class Sandbox:
 
         Raises:
             RuntimeError: the interpreter cannot be started.
-            Exception: whatever ``tool_handler`` raised (environment failure).
+            Exception: whatever ``tool_handler`` raised (environment failure), or a fault of
+                the bridge; the interpreter is stopped first, so the next exec starts afresh.
         """
         t0 = time.monotonic()
         notes: list[str] = []
@@ -691,13 +696,7 @@ class Sandbox:
                     raise _ChildGone("the interpreter sent an unexpected message", violation=True)
                 self._check(deadline, wall, wall_name, cpu0, len(calls) + 1)
                 self._freeze(True)  # no thread of the code runs while the parent runs a tool
-                try:
-                    reply, record = self._tool(msg)
-                except _ChildGone:
-                    raise
-                except BaseException:
-                    self._stop()
-                    raise
+                reply, record = self._tool(msg)
                 calls.append(record)
                 if record["error"]:
                     failures.append((record["error_kind"], f"{record['name']}: {reply['text']}"))
@@ -726,6 +725,12 @@ class Sandbox:
                 result = ExecResult("", True, "sandbox_crash", f"{e} ({status}); {LOST}", calls,
                                     notes)
             msg = {}
+        except BaseException:
+            # an environment failure (a tool handler's exception, a bug here): the interpreter
+            # may wait for a reply that never comes, so it is stopped and the next exec starts
+            # a fresh one instead of talking past it
+            self._stop()
+            raise
         if result is None:
             result = self._result(msg, calls, failures, violations, notes)
         result.seconds = time.monotonic() - t0

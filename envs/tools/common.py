@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ ALL_SKILLS = SKILLS
 #: largest raster (rows × cols) one tool call may allocate: 2e8 float32 pixels = 800 MB, 1.7× a
 #: full 10980² Sentinel-2 10 m band; :func:`check_raster_size` refuses more before allocating.
 MAX_RASTER_PIXELS = 200_000_000
+_NOT_IN_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def fmt(x: float) -> str:
@@ -33,8 +35,10 @@ def fmt(x: float) -> str:
 
 
 def out_name(*parts: str) -> str:
-    """Deterministic output name from its parts (``_``-joined; hashed past 90 characters)."""
-    name = "_".join(p.replace(":", "_") for p in parts)
+    """Deterministic output name from its parts (``_``-joined; any character an artifact name
+    may not hold, such as ``:`` or the ``+`` of ``1e+308``, becomes ``_``; hashed past 90
+    characters)."""
+    name = _NOT_IN_NAME.sub("_", "_".join(parts))
     if len(name) > 90:
         name = parts[0] + "_" + hashlib.sha1(name.encode()).hexdigest()[:8]
     return name

@@ -10,7 +10,7 @@ from typing import Literal
 
 import numpy as np
 from affine import Affine
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from earthrl.envs.data import calibration
 from earthrl.envs.data.artifacts import ToolError
@@ -166,9 +166,21 @@ def resample(ctx: ToolContext, args: ResampleArgs) -> ToolResult:
 
 
 class CropArgs(Args):
+    """Arguments of ``crop_bbox``: finite numbers (the :class:`Args` rule); lon/lat boxes within
+    [-180, 180] x [-90, 90] degrees."""
+
     name: str = Field(description="artifact or scene:band")
     bbox: list[float] = Field(min_length=4, max_length=4, description="[minx, miny, maxx, maxy]")
     bbox_crs: Literal["raster", "lonlat"] = Field("raster", description="raster CRS or lon/lat degrees")
+
+    @model_validator(mode="after")
+    def _lonlat_range(self):
+        if self.bbox_crs == "lonlat":
+            x0, y0, x1, y1 = self.bbox
+            if not (all(-180 <= x <= 180 for x in (x0, x1)) and all(-90 <= y <= 90 for y in (y0, y1))):
+                raise ValueError(f"bbox {self.bbox} is outside lon/lat; with bbox_crs='lonlat' "
+                                 "give longitudes in [-180, 180] and latitudes in [-90, 90]")
+        return self
 
 
 @register_tool("crop_bbox", args=CropArgs, description="Crop a raster to a bounding box.",
@@ -176,6 +188,9 @@ class CropArgs(Args):
 def crop_bbox(ctx: ToolContext, args: CropArgs) -> ToolResult:
     """Clip to ``bbox`` = [minx, miny, maxx, maxy] in the raster's CRS (m for UTM) or in lon/lat
     degrees (EPSG:4326) (rioxarray ``rio.clip_box``; pixels touching the box are kept).
+
+    A box in the raster's CRS is first cut to the raster's extent, so a box of any size (say
+    ±1e300 m) crops exactly like the extent it covers.
 
     Raises:
         ToolError: ``empty_aoi`` when the box lies outside the raster extent (names the extent),
@@ -188,11 +203,15 @@ def crop_bbox(ctx: ToolContext, args: CropArgs) -> ToolResult:
     if x0 >= x1 or y0 >= y1:
         raise ToolError("tool_error", f"bbox: {args.bbox} needs minx < maxx and miny < maxy")
     da = to_dataarray(layer)
+    b = da.rio.bounds()
     crs = "EPSG:4326" if args.bbox_crs == "lonlat" else None
+    if crs is None:
+        x0, y0, x1, y1 = max(x0, b[0]), max(y0, b[1]), min(x1, b[2]), min(y1, b[3])
     try:
+        if x0 >= x1 or y0 >= y1:
+            raise NoDataInBounds("the box and the raster do not overlap")
         out = da.rio.clip_box(x0, y0, x1, y1, crs=crs)
     except (NoDataInBounds, OneDimensionalRaster):
-        b = da.rio.bounds()
         raise ToolError("empty_aoi", f"bbox: {args.bbox} ({args.bbox_crs}) does not overlap {layer.source}, "
                         f"extent [{', '.join(fmt(v) for v in b)}] in {layer.crs}; give a bbox inside it") from None
     return write_da(ctx, out_name(layer.source, "crop", call_hash(ctx)), out, [layer])

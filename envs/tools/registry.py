@@ -32,9 +32,10 @@ OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "series", "table", "vec
 
 
 class Args(BaseModel):
-    """Base of tool argument models: unknown arguments are a schema error."""
+    """Base of tool argument models: unknown arguments are a schema error, and so is a float
+    argument that is NaN or ±inf (pydantic's "Input should be a finite number")."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 @dataclass
