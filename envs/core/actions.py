@@ -54,10 +54,17 @@ def open_skill(env, args: _SkillArgs) -> ToolResult:
                       {"skill": args.skill, "tools": names})
 
 
+MAX_LISTED_OPTIONS = 6
+"""A tool with more optional arguments lists them as ``+N options`` in its catalogue line."""
+
+
 def catalogue_line(tool: Tool) -> str:
-    """``name(required, optional=…): description`` — one tool-catalogue line."""
+    """``name(required, optional=…): description`` — one tool-catalogue line (``name(required,
+    +N options)`` past :data:`MAX_LISTED_OPTIONS` optional arguments; read_tool_doc has them)."""
     fields = tool.args_model.model_fields
     args = [k if f.is_required() else f"{k}=…" for k, f in fields.items()]
+    if (n := sum(not f.is_required() for f in fields.values())) > MAX_LISTED_OPTIONS:
+        args = [k for k, f in fields.items() if f.is_required()] + [f"+{n} options"]
     return f"{tool.name}({', '.join(args)}): {tool.description}"
 
 

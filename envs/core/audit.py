@@ -53,12 +53,13 @@ class Convention:
 
 
 CONVENTIONS: tuple[Convention, ...] = (
-    Convention("tvdi_wet_edge_fit", "tvdi", {"wet_edge": "fit"},
-               "TVDI wet edge fitted to the per-bin LST minima instead of horizontal at the lowest "
-               "minimum (Sandholt et al. 2002, RSE 79:213, Ts_min)"),
+    Convention("tvdi_wet_edge_min", "tvdi", {"wet_edge": "min"},
+               "TVDI wet edge horizontal at the lowest per-interval LST minimum (Sandholt et al. 2002, "
+               "RSE 79:213, Ts_min) instead of fitted to the per-interval minima"),
     Convention("tvdi_theil_sen", "tvdi", {"fit": "theil_sen"},
                "TVDI edges fitted with Theil-Sen (robust to outlier bins) instead of least squares"),
-    Convention("tvdi_20_bins", "tvdi", {"bins": 20}, "TVDI edges from 20 NDVI bins instead of 10"),
+    Convention("tvdi_20_bins", "tvdi", {"bins": 20},
+               "TVDI edges from 20 NDVI bins instead of NDVI intervals of 0.01"),
     Convention("tvdi_no_valid_ranges", "tvdi",
                {"ndvi_min": -1.0, "lst_min": 150.0, "lst_max": 400.0, "min_pixels": 1},
                "TVDI without valid-range masks (water NDVI < 0, frozen LST < 273 K and very hot pixels "

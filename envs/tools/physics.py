@@ -1,7 +1,7 @@
 """Physical & GIS Analytics tools (SimCRAFT domain; HiRS family PRA): named spectral indices
 (spyndex, through :func:`earthrl.envs.tools.mini.spectral_index`), fractional vegetation cover,
 land-surface temperature (NDVI^THM emissivity, optional single-channel atmospheric correction),
-TVDI (Sandholt et al. 2002, documented conventions), terrain (xarray-spatial slope/aspect, Horn hillshade),
+TVDI (Sandholt et al. 2002; arithmetic in ``tvdi_core``), terrain (xarray-spatial slope/aspect, Horn hillshade),
 zonal statistics and areas per class.
 """
 
@@ -19,6 +19,7 @@ from earthrl.envs.tools.mini import IndexArgs, spectral_index
 from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, out_name, same_grid, valid_values,
                                        write_raster)
 from earthrl.envs.tools.preprocess import to_dataarray
+from earthrl.envs.tools.tvdi_core import tvdi_edges, tvdi_index, tvdi_valid
 
 _PG = dict(domain="Physical & GIS Analytics")
 _OPTICAL = ("sentinel-2", "landsat-5", "landsat-7", "landsat-8")
@@ -210,121 +211,77 @@ def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
 class TvdiArgs(Args):
     ndvi: str = Field(description="NDVI artifact")
     lst: str = Field(description="LST artifact (K)")
-    bins: int = Field(10, ge=3, le=100, description="equal-width NDVI bins over [ndvi_min, ndvi_max]")
+    ndvi_step: float = Field(0.01, ge=0.001, le=0.5, description="width of the NDVI intervals for the edges")
+    bins: int | None = Field(None, ge=3, le=1000,
+                             description="n equal-width NDVI intervals over [ndvi_min, ndvi_max] instead of ndvi_step")
     ndvi_min: float = Field(0.0, ge=-1, le=1, description="lowest valid NDVI (0 excludes water)")
     ndvi_max: float = Field(1.0, ge=-1, le=1, description="highest valid NDVI")
-    lst_min: float = Field(273.15, ge=150, le=400, description="lowest valid LST, K (excludes frozen/snow)")
-    lst_max: float = Field(343.15, ge=150, le=400, description="highest valid LST, K")
-    min_pixels: int = Field(5, ge=1, le=100000, description="pixels a bin needs to enter the edge fits")
-    fit: Literal["ols", "theil_sen"] = Field("ols", description="line fit of the per-bin extremes")
-    wet_edge: Literal["min", "fit"] = Field(
-        "min", description="min: horizontal at the lowest bin minimum (Sandholt 2002); fit: a fitted line")
+    lst_min: float = Field(200.0, ge=150, le=400, description="lowest plausible LST, K")
+    lst_max: float = Field(350.0, ge=150, le=400, description="highest plausible LST, K")
+    exclude_frozen: bool = Field(False, description="also leave out LST below 273.15 K (frozen or snow surfaces)")
+    min_pixels: int | None = Field(
+        None, ge=1, le=1000000,
+        description="pixels an NDVI interval needs to enter the edge fits; default clip(0.2% of valid pixels, 5, 500)")
+    fit: Literal["ols", "theil_sen"] = Field("ols", description="line fit of the per-interval extremes")
+    wet_edge: Literal["fit", "min"] = Field(
+        "fit", description="fit: line through the per-interval LST minima; min: horizontal at the lowest (Sandholt 2002)")
+    min_valid_share: float = Field(
+        0.0, ge=0, le=1, description="refuse the date when TVDI is defined on less than this share (0-1) of the "
+                                      "pixels with data in both NDVI and LST")
 
 
-#: the conventions of :func:`tvdi_edges` and their defaults (the documented TVDI rule).
+#: the conventions of :func:`tvdi` and their defaults (:data:`earthrl.envs.tools.tvdi_core.DEFAULTS`).
 TVDI_DEFAULTS = {k: f.default for k, f in TvdiArgs.model_fields.items() if k not in ("ndvi", "lst")}
-
-
-def tvdi_valid(ndvi: np.ndarray, lst: np.ndarray, ndvi_min: float = 0.0, ndvi_max: float = 1.0,
-               lst_min: float = 273.15, lst_max: float = 343.15) -> np.ndarray:
-    """Boolean mask of the pixels TVDI uses: finite, ndvi_min <= NDVI <= ndvi_max and
-    lst_min <= LST <= lst_max (defaults exclude water, NDVI < 0, and frozen or snow surfaces,
-    LST < 0 °C, and implausibly hot pixels, > 70 °C)."""
-    with np.errstate(invalid="ignore"):
-        return ((ndvi >= ndvi_min) & (ndvi <= ndvi_max) & (lst >= lst_min) & (lst <= lst_max))
-
-
-def tvdi_edges(ndvi: np.ndarray, lst: np.ndarray, bins: int = 10, *, ndvi_min: float = 0.0,
-               ndvi_max: float = 1.0, lst_min: float = 273.15, lst_max: float = 343.15,
-               min_pixels: int = 5, fit: str = "ols", wet_edge: str = "min"
-               ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
-    """Dry and wet edges of the NDVI-LST triangle after Sandholt, Rasmussen & Andersen (2002,
-    RSE 79:213-224): ``((a_dry, b_dry), (a_wet, b_wet), (x_lo, x_hi))`` with LST = a + b·NDVI
-    and ``x_lo..x_hi`` the NDVI span of the bins used.
-
-    Conventions (defaults = :data:`TVDI_DEFAULTS`): pixels outside :func:`tvdi_valid` are left
-    out; ``bins`` equal-width NDVI bins over the *fixed* range [ndvi_min, ndvi_max] (not each
-    scene's own range, so edges of different dates are comparable); a bin enters the fits only
-    with >= ``min_pixels`` pixels; dry edge: line fit (``fit``: ``"ols"`` least squares,
-    ``scipy.stats.linregress``, or ``"theil_sen"``, ``scipy.stats.theilslopes``) of the per-bin
-    maximum LST against the bin centres; wet edge ``"min"``: horizontal at the lowest per-bin
-    minimum (Sandholt's Ts_min), or ``"fit"``: the same line fit of the per-bin minima.
-
-    Raises:
-        ToolError: ``empty_raster`` — fewer than 3 bins hold ``min_pixels`` valid pixels (names
-            the counts and what to relax); ``tool_error`` — ndvi_min >= ndvi_max or
-            lst_min >= lst_max; ``tvdi_edges_crossed`` — the dry edge is not above the wet edge
-            everywhere on [x_lo, x_hi] (TVDI would be undefined).
-    """
-    from scipy.stats import linregress, theilslopes
-
-    if ndvi_min >= ndvi_max or lst_min >= lst_max:
-        raise ToolError("tool_error", f"ndvi_min {ndvi_min} / lst_min {lst_min} must be below ndvi_max "
-                        f"{ndvi_max} / lst_max {lst_max}")
-    ok = np.isfinite(ndvi) & np.isfinite(lst) & tvdi_valid(ndvi, lst, ndvi_min, ndvi_max, lst_min, lst_max)
-    x, y = ndvi[ok].astype(np.float64), lst[ok].astype(np.float64)
-    edges = np.linspace(ndvi_min, ndvi_max, bins + 1)
-    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
-    counts = np.bincount(idx, minlength=bins)
-    keep = np.flatnonzero(counts >= min_pixels)
-    if keep.size < 3:
-        raise ToolError("empty_raster", (
-            f"bins: only {keep.size} of {bins} NDVI bins over [{ndvi_min:g}, {ndvi_max:g}] hold >= "
-            f"{min_pixels} valid pixels ({ok.sum()} valid pixels with NDVI in range and LST in "
-            f"[{lst_min:g}, {lst_max:g}] K); use fewer bins, a lower min_pixels, wider ranges or a larger area"))
-    cx = 0.5 * (edges[keep] + edges[keep + 1])
-    dry = np.array([y[idx == k].max() for k in keep])
-    wet = np.array([y[idx == k].min() for k in keep])
-
-    def line(v):
-        if fit == "theil_sen":
-            slope, icpt = theilslopes(v, cx)[:2]
-            return float(icpt), float(slope)
-        r = linregress(cx, v)
-        return float(r.intercept), float(r.slope)
-
-    d = line(dry)
-    w = line(wet) if wet_edge == "fit" else (float(wet.min()), 0.0)
-    lo, hi = float(edges[keep[0]]), float(edges[keep[-1] + 1])
-    gaps = [d[0] + d[1] * v - (w[0] + w[1] * v) for v in (lo, hi)]
-    if min(gaps) <= 0:
-        db = d[1] - w[1]
-        cross = f"at NDVI {(w[0] - d[0]) / db:.3f}" if db else "everywhere"
-        raise ToolError("tvdi_edges_crossed", (
-            f"the dry edge LST={fmt(d[0])}{d[1]:+.6g}*NDVI and the wet edge LST={fmt(w[0])}{w[1]:+.6g}*NDVI "
-            f"cross {cross}, inside the NDVI span [{lo:.3g}, {hi:.3g}] of the bins, so TVDI is undefined; "
-            "use a larger area, fewer bins, a higher min_pixels or wet_edge='min'"))
-    return d, w, (lo, hi)
 
 
 @register_tool("tvdi", args=TvdiArgs, description="Temperature-vegetation dryness index from NDVI and LST.",
                family="PRA", skills=["vegetation_drought", "lst_inversion"], output_kind="raster",
                valid_range=(0.0, 1.0), **_PG)
 def tvdi(ctx: ToolContext, args: TvdiArgs) -> ToolResult:
-    """TVDI = (LST - LST_wet(NDVI)) / (LST_dry(NDVI) - LST_wet(NDVI)) (Sandholt et al. 2002),
-    with the edges of :func:`tvdi_edges` under the conventions of the arguments (defaults
-    :data:`TVDI_DEFAULTS`: 10 bins over NDVI [0, 1], LST [273.15, 343.15] K, >= 5 pixels per
-    bin, OLS dry edge, horizontal wet edge at Ts_min), clipped to [0, 1] (0 wet, 1 dry); NaN
-    outside the valid masks. Output ``tvdi_<lst>`` (plus a hash of non-default conventions).
+    """TVDI = (LST - LST_min(NDVI)) / (LST_max(NDVI) - LST_min(NDVI)) after Sandholt et al. (2002,
+    Remote Sensing of Environment 79:213-224), LST in K, NDVI unitless, with the edges of
+    :func:`earthrl.envs.tools.tvdi_core.tvdi_edges`. Defaults (sources in
+    :data:`earthrl.envs.tools.tvdi_core.DEFAULTS`): NDVI intervals of 0.01 over [0, 1], LST
+    200-350 K, >= clip(0.2 % of the valid pixels, 5, 500) pixels per interval, least-squares dry
+    AND wet edges (``wet_edge="min"``: Sandholt's horizontal Ts_min). Clipped to [0, 1] (0 wet,
+    1 dry); NaN outside the valid masks and on each pixel where the wet edge is not below the dry
+    edge at its NDVI (crossed edges). Output ``tvdi_<lst>`` (plus a hash of non-default
+    conventions); the result reports the edges, the crossed pixels and the valid share.
 
     Raises:
-        ToolError: NDVI and LST on different grids; too few valid pixels per bin
-            (``empty_raster``); crossing edges (``tvdi_edges_crossed``).
+        ToolError: NDVI and LST on different grids; too few valid pixels per interval
+            (``empty_raster``); edges crossed on every valid pixel (``tvdi_edges_crossed``); TVDI
+            defined on less than ``min_valid_share`` of the pixels with data (``tvdi_valid_share``).
     """
     n, t = load_layer(ctx.registry, args.ndvi), load_layer(ctx.registry, args.lst)
     same_grid([n, t])
     conv = {k: getattr(args, k) for k in TVDI_DEFAULTS}
-    (ad, bd), (aw, bw), span = tvdi_edges(n.arr, t.arr, **conv)
-    ok = tvdi_valid(n.arr, t.arr, args.ndvi_min, args.ndvi_max, args.lst_min, args.lst_max)
-    with np.errstate(all="ignore"):
-        wet = aw + bw * n.arr
-        out = np.clip((t.arr - wet) / (ad + bd * n.arr - wet), 0, 1)
-    out = np.where(ok, out, np.nan).astype(np.float32)
+    e = tvdi_edges(n.arr, t.arr, **{k: v for k, v in conv.items() if k != "min_valid_share"})
+    ok = tvdi_valid(n.arr, t.arr, args.ndvi_min, args.ndvi_max, args.lst_min, args.lst_max, args.exclude_frozen)
+    out, crossed = tvdi_index(n.arr, t.arr, e, ok)
+    (ad, bd), (aw, bw) = e.dry, e.wet
+    edges = f"dry edge LST={fmt(ad)}{bd:+.6g}*NDVI, wet edge LST={fmt(aw)}{bw:+.6g}*NDVI"
+    defined = int(np.isfinite(out).sum())
+    if defined == 0:
+        raise ToolError("tvdi_edges_crossed", (
+            f"the {edges} cross on every valid pixel ({int(crossed.sum())}), so TVDI is undefined; "
+            "use wet_edge='min', a larger area, a larger ndvi_step or a higher min_pixels"))
+    data = int((np.isfinite(n.arr) & np.isfinite(t.arr)).sum())
+    share = defined / data
+    if share < args.min_valid_share:
+        raise ToolError("tvdi_valid_share", (
+            f"min_valid_share: TVDI is defined on {share:.1%} of the {data} pixels with NDVI and LST "
+            f"({int((~ok & np.isfinite(n.arr) & np.isfinite(t.arr)).sum())} outside the NDVI/LST ranges, "
+            f"{int(crossed.sum())} where the edges cross), below {args.min_valid_share:.1%}; lower "
+            "min_valid_share or widen ndvi_min/ndvi_max/lst_min/lst_max"))
     custom = {k: v for k, v in conv.items() if k != "bins" and v != TVDI_DEFAULTS[k]}
     tag = [call_hash(ctx)] if custom else []
     res = write_raster(ctx, out_name("tvdi", t.source, *tag), out, [n, t], kind="raster", units="index")
-    res.data.update(dry_edge=[ad, bd], wet_edge=[aw, bw], ndvi_span=list(span))
-    res.text += f"; dry edge LST={fmt(ad)}{bd:+.6g}*NDVI, wet edge LST={fmt(aw)}{bw:+.6g}*NDVI"
+    res.data.update(dry_edge=[ad, bd], wet_edge=[aw, bw], ndvi_span=list(e.span), intervals=e.intervals,
+                    min_pixels=e.min_pixels, crossed_pixels=int(crossed.sum()), valid_share=share)
+    res.text += f"; {edges}; {e.intervals} of {e.total} NDVI intervals with >= {e.min_pixels} px"
+    if crossed.any():
+        res.text += f"; {int(crossed.sum())} px NaN where the edges cross"
     return res
 
 

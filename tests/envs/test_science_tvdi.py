@@ -1,7 +1,7 @@
-"""TVDI after Sandholt et al. (2002) with the documented conventions, against an independent
-computation here (numpy + scipy) on the real Landsat 7 Level-1 scene; the options (Theil-Sen
-fit, fitted wet edge, ranges) and the guards (crossed edges, too few pixels per bin) as clear
-tool errors rather than an all-NaN raster."""
+"""TVDI after Sandholt et al. (2002) with its options, against an independent computation here
+(numpy + scipy) on the real Landsat 7 Level-1 scene: Theil-Sen fit, fitted wet edge, ranges, the
+horizontal wet edge crossed by the dry edge (NaN past the crossing) and too few pixels per bin (a
+clear tool error). The defaults: ``test_science_tvdi_defaults.py``."""
 
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ def test_tvdi_theil_sen_fitted_wet_edge_custom_ranges(le07, run):
     assert 0.3 < np.nanmean(_read(env, d.result["artifact"])) < 0.8
 
 
-def test_crossed_edges_and_sparse_bins_are_tool_errors(le07, run):
+def test_crossed_horizontal_wet_edge_is_nan_past_the_crossing_and_sparse_bins_an_error(le07, run):
+    from scipy.stats import linregress
+
     env, nd, lst = le07
     # flat LST with hot outliers only in the lowest NDVI bin: the OLS dry edge dips below Ts_min
     fake = np.where(np.isfinite(nd), 300.0, np.nan)
@@ -63,10 +65,14 @@ def test_crossed_edges_and_sparse_bins_are_tool_errors(le07, run):
                        crs=env.registry.get(f"lst_{LE07}").crs,
                        transform=Affine(*env.registry.get(f"lst_{LE07}").transform), units="K", parents=[],
                        call=None)
-    before = set(env.registry.artifacts)
-    r = run(env, "tvdi", ndvi=f"ndvi_{LE07}", lst="lst_fake", min_pixels=1)
-    assert r.error and r.error_kind == "tvdi_edges_crossed"
-    assert "dry edge" in r.observation and "cross" in r.observation and "bins" in r.observation
-    assert set(env.registry.artifacts) == before  # no all-NaN raster written
+    r = run(env, "tvdi", ndvi=f"ndvi_{LE07}", lst="lst_fake", bins=10, min_pixels=1, wet_edge="min")
+    assert not r.error, r.observation
+    ok, cx, groups = _bins(nd, fake, 10, 0.0, 1.0, 200.0, 350.0, 1)
+    dry = linregress(cx, [g.max() for g in groups])
+    crossed = ok & (dry.intercept + dry.slope * nd <= 300.0)  # Ts_min = 300 K
+    assert 0 < crossed.sum() < ok.sum()
+    got = _read(env, r.result["artifact"])
+    assert np.array_equal(np.isnan(got), crossed | ~ok)
+    assert r.result["crossed_pixels"] == crossed.sum() and "edges cross" in r.observation
     s = run(env, "tvdi", ndvi=f"ndvi_{LE07}", lst=f"lst_{LE07}", bins=50, min_pixels=200)
     assert s.error and s.error_kind == "empty_raster" and "min_pixels" in s.observation

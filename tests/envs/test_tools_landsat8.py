@@ -118,11 +118,12 @@ def test_tvdi_edges_and_range(make_env, run):
     env = make_env(L8, toolset="all")
     run(env, "ndvi", scene=L8)
     run(env, "land_surface_temperature", scene=L8)
-    r = run(env, "tvdi", ndvi=f"ndvi_{L8}", lst=f"lst_{L8}", bins=8)
+    r = run(env, "tvdi", ndvi=f"ndvi_{L8}", lst=f"lst_{L8}", bins=8, wet_edge="min", lst_min=273.15,
+            lst_max=343.15, min_pixels=5)
     assert not r.error, r.observation
     nd, lst = _read(env, f"ndvi_{L8}").astype(np.float64), _read(env, f"lst_{L8}").astype(np.float64)
-    # Sandholt et al. 2002 with the documented defaults: NDVI in [0, 1] in 8 fixed bins, LST in
-    # [273.15, 343.15] K, >= 5 px per bin, OLS dry edge, horizontal wet edge at Ts_min
+    # Sandholt et al. 2002 as published: NDVI in [0, 1] in 8 fixed bins, LST in [273.15, 343.15] K,
+    # >= 5 px per bin, OLS dry edge, horizontal wet edge at Ts_min
     ok = (nd >= 0) & (nd <= 1) & (lst >= 273.15) & (lst <= 343.15)
     k = np.minimum((nd * 8).astype(int), 7)
     use = [i for i in range(8) if (ok & (k == i)).sum() >= 5]
