@@ -7,5 +7,18 @@
 - ``tools``: the tool registry and the RS tools, toolsets; ``formats``: action formats (json,
   codeact, hierarchical) and their parsers and prompts; ``sandbox``: the CodeAct sandbox; ``data``: the
   scene catalogue, calibration, artifacts and link-safe workspace I/O (imports no other sub-package);
-- ``suites``: the ``earthrl-mini`` suites and templates; ``benchmarks``: Earth-Bench, ThinkGeo.
+- ``suites``: the ``earthrl-mini`` suites and templates; ``benchmarks``: Earth-Bench, ThinkGeo;
+- ``api``: tools from Python (:func:`run_tool`, :func:`run_workflow`, :class:`ToolRunner`),
+  importable from here (loaded on first use).
 """
+
+_API = ("run_tool", "run_workflow", "ToolRunner", "ToolCallError")
+
+
+def __getattr__(name: str):
+    """``from earthrl.envs import run_tool`` (and the rest of :data:`_API`) loads :mod:`earthrl.envs.api`."""
+    if name in _API:
+        from earthrl.envs import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'earthrl.envs' has no attribute {name!r}")

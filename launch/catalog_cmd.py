@@ -1,15 +1,20 @@
 """``earthrl catalog add|list|remove``: the user catalogue of one's own rasters.
 
     earthrl catalog add DIR|STAC_JSON [--name N] [--pattern '{sensor}_{date}_{band}.tif']
-                        [--sensor S] [--scale F] [--offset F] [--nodata F] [--units U] [--strict]
+                        [--sensor S] [--scale F] [--offset F] [--nodata F] [--units U]
+                        [--band-scale NAME=F] [--band-offset NAME=F] [--band-nodata NAME=F]
+                        [--band-units NAME=U] [--strict]
     earthrl catalog list [--json]
     earthrl catalog remove NAME
 
 ``add`` indexes a folder of GeoTIFFs/COGs or a STAC item/collection (:mod:`earthrl.envs.data.sources`)
 into ``$EARTHRL_HOME/catalog/user.json`` (:mod:`earthrl.envs.data.user_index`); the scenes are then
-in every env's catalogue (task files name them in ``data``, tools read ``<scene>:<band>``). Each
-file that cannot be indexed is named on its own line with the reason; when none can (or any, with
-``--strict``) nothing is written and the exit status is 2.
+in every env's catalogue (task files name them in ``data``, tools read ``<scene>:<band>``). The
+files that cannot be indexed are named with the reason (one line each, or one line per reason with
+the first files when there are many, :func:`earthrl.envs.data.source_checks.problem_lines`); when
+none can (or any, with ``--strict``), or a ``--band-*`` setting names no band, nothing is written
+and the exit status is 2. Values implausible for their units (raw counts labelled K ...) get one
+warning line per band (:func:`earthrl.envs.data.source_checks.implausible_notes`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import sys
 from pathlib import Path
 
 from earthrl.envs.data.catalog import DataMissingError, catalog, scene_line
-from earthrl.envs.data.sources import Options, SourceError, SourceIndex, index_source, integer_reflectance_notes
+from earthrl.envs.data.source_checks import (implausible_notes, parse_band_settings, problem_lines,
+                                             unused_band_settings)
+from earthrl.envs.data.sources import BAND_FIELDS, Options, SourceError, SourceIndex, index_source
 from earthrl.envs.data.user_index import UserIndexError, put_source, read_index, remove_source, user_index_path
 from earthrl.envs.paths import data_dir
 from earthrl.launch.arg_parser import OneLineParser
@@ -41,8 +48,8 @@ def _clashes(res: SourceIndex) -> None:
     keep = []
     for s in res.scenes:
         if s.id in taken:
-            res.problems.append(f"scene {s.id}: the id is already used by {taken[s.id]}; add it under another "
-                                "--name, or `earthrl catalog remove` the other source")
+            res.skip(f"scene {s.id}", f"the id is already used by {taken[s.id]}; add it under another "
+                     "--name, or `earthrl catalog remove` the other source")
         else:
             keep.append(s)
     res.scenes = keep
@@ -50,20 +57,23 @@ def _clashes(res: SourceIndex) -> None:
 
 def add(args: argparse.Namespace) -> int:
     """Index ``args.source`` and write it to the user catalogue; returns the exit status."""
-    opts = Options(args.pattern, args.sensor, args.scale, args.offset, args.nodata, args.units)
     try:
+        per_band = parse_band_settings({f: getattr(args, f"band_{f}") for f in BAND_FIELDS})
+        opts = Options(args.pattern, args.sensor, args.scale, args.offset, args.nodata, args.units, per_band)
         res = index_source(args.source, args.name, opts)
         _clashes(res)
     except (SourceError, UserIndexError) as exc:
         _err(str(exc))
         return 2
-    if not res.scenes or (res.problems and args.strict):
-        for p in res.problems:
+    unused = unused_band_settings(res) if res.scenes else []
+    if not res.scenes or (res.problems and args.strict) or unused:
+        for p in problem_lines(res) + unused:
             _err(p)
-        why = "none could be indexed" if not res.scenes else f"{len(res.problems)} could not be indexed (--strict)"
+        why = ("none could be indexed" if not res.scenes else f"{len(res.problems)} could not be indexed (--strict)"
+               if res.problems and args.strict else "a --band-* setting names no band")
         _err(f"{res.input}: {res.files} raster files, {why}; nothing written to {user_index_path()}")
         return 2
-    for p in res.problems:
+    for p in problem_lines(res):
         print(f"earthrl: skipped {p}", file=sys.stderr)
     path = put_source(res.name, res.record())
     bands = sum(len(s.bands) for s in res.scenes)
@@ -72,8 +82,8 @@ def add(args: argparse.Namespace) -> int:
     print("scene | sensor | date | bands")
     for s in res.scenes:
         print(scene_line(s) + ("" if s.symbols else "  (no spectral symbols: use band_math)"))
-    for n in integer_reflectance_notes(res):
-        print(f"note: {n}")
+    for n in implausible_notes(res):
+        print(f"earthrl: warning: {n}", file=sys.stderr)
     return 0
 
 
@@ -122,6 +132,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--offset", type=float)
     a.add_argument("--nodata", type=float, help="fill value (default: the file's nodata)")
     a.add_argument("--units", help="units of the values, e.g. reflectance, K, index")
+    for f, example in (("scale", "LST=0.02"), ("offset", "LST=-273.15"), ("nodata", "LST=0"), ("units", "LST=K")):
+        a.add_argument(f"--band-{f}", action="append", metavar="NAME=VALUE",
+                       help=f"{f} of one band only (repeat per band), e.g. {example}; beats --{f} and the files")
     a.add_argument("--strict", action="store_true", help="write nothing unless every file can be indexed")
     a.set_defaults(fn=add)
     ls = sub.add_parser("list", help="the indexed sources and scenes")

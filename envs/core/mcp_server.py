@@ -16,11 +16,9 @@ from pathlib import Path
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
+from earthrl.envs.api import open_env
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.tools.registry import openai_schema
-from earthrl.envs.data.catalog import catalog
-from earthrl.envs.core.env import RSEnv
-from earthrl.envs.core.tasks import TaskSpec
 
 
 def mcp_tools(env) -> list[types.Tool]:
@@ -56,16 +54,13 @@ def build_server(env) -> Server:
 
 def make_env(data_root: Path, workspace: Path, scenes: list[str] | None = None, mode: str = "execute",
              toolset: str | list[str] = "all"):
-    """An env reset on a session task over ``scenes`` (default all scenes under ``data_root``).
+    """An env reset on a session task over ``scenes`` (default all scenes under ``data_root``
+    and in the user catalogue); :func:`earthrl.envs.api.open_env`.
 
     Raises:
         KeyError: a scene id not under ``data_root``. DataMissingError: no data.
     """
-    env = RSEnv(Path(data_root), Path(workspace), mode=mode, toolset=toolset, max_obs_chars=100_000)
-    ids = list(scenes) if scenes else list(catalog(Path(data_root)))
-    env.reset(TaskSpec(id="mcp-session", question={"IF": "MCP tool session"}, data=ids,
-                       reference=[], answer={"value": 0.0}, skill="spectral_index"))
-    return env
+    return open_env(data_root, workspace, scenes, mode, toolset)
 
 
 def serve(data_root: Path, workspace: Path, scenes: list[str] | None = None, mode: str = "execute",

@@ -9,6 +9,11 @@ made. Referring to anything else raises :class:`HallucinatedPathError` (error ki
 The workspace is shared with the CodeAct sandbox, whose code may plant links in it: every file
 is written and read through :mod:`earthrl.envs.data.workspace_fs` (no link followed, plain files with
 one link only); a planted entry is a ``sandbox_violation`` error.
+
+Raster artifacts live as GeoTIFFs in the workspace; the registry keeps their pixel arrays in
+memory only up to a byte budget (least recently used first out, ``EARTHRL_ARTIFACT_CACHE_MB``,
+default 256 MiB) and reads the others back from their files when a tool asks, so a long series of
+dated rasters keeps the process's memory bounded.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from earthrl.envs.data.catalog import Scene
+from earthrl.envs.data.memcache import ArrayCache, budget_bytes
 from earthrl.envs.data.workspace_fs import UnsafeWorkspaceFile, check_entry, read_bytes, write_bytes
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
@@ -108,13 +114,26 @@ class ArtifactRegistry:
     Args:
         workspace: the episode's folder; every tool output is ``workspace/<name>.tif``.
         scenes: the task's input scenes (the only scenes tools may read).
+        max_cached_bytes: pixel arrays kept in memory at most (bytes; default
+            ``EARTHRL_ARTIFACT_CACHE_MB`` MiB, 256); the rest are read from their files on use.
+
+    Raises:
+        ValueError: ``EARTHRL_ARTIFACT_CACHE_MB`` is not a whole number.
     """
 
-    def __init__(self, workspace: Path, scenes: dict[str, Scene] | None = None):
+    def __init__(self, workspace: Path, scenes: dict[str, Scene] | None = None,
+                 max_cached_bytes: int | None = None):
         self.workspace = Path(workspace)
         self.scenes: dict[str, Scene] = dict(scenes or {})
         self.artifacts: dict[str, Artifact] = {}
-        self._arrays: dict[str, np.ndarray] = {}
+        if max_cached_bytes is None:
+            max_cached_bytes = budget_bytes("EARTHRL_ARTIFACT_CACHE_MB", 256)
+        self._arrays = ArrayCache(max_cached_bytes)
+
+    def in_memory(self) -> dict[str, int]:
+        """Artifact name -> bytes of the pixel arrays held in memory now (the others are on disk
+        only, at their ``path``)."""
+        return self._arrays.sizes()
 
     # -- lookup ---------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -182,19 +201,21 @@ class ArtifactRegistry:
                 GeoTIFF cannot be read; re-create it with the tool that made it).
         """
         art = self.get_kind(ref, RASTER_KINDS, "name")
-        if art.name not in self._arrays:
+        arr = self._arrays.get(art.name)
+        if arr is None:
             from rasterio.errors import RasterioError
 
             try:
                 with self._open_raster(art) as src:
-                    self._arrays[art.name] = src.read(1)
+                    arr = src.read(1)
             except UnsafeWorkspaceFile as e:
                 raise _unsafe(e) from None
             except (RasterioError, OSError) as e:
                 first = (str(e).splitlines() or [""])[0][:160]
                 raise ToolError("corrupt_file", f"{art.name}: {art.path.name} is not a readable GeoTIFF "
                                 f"({first}); re-create it with the tool that made it") from None
-        return self._arrays[art.name]
+            self._arrays.put(art.name, arr)
+        return arr
 
     def load_json(self, ref: str, kinds: tuple[str, ...] = ("series", "table")) -> dict:
         """Content of a JSON artifact (``series`` / ``table``).
@@ -249,7 +270,7 @@ class ArtifactRegistry:
                        units=units, dtype=str(arr.dtype), nodata=nodata, parents=list(parents),
                        call=call, sensor=sensor, date=date, transform=tuple(transform)[:6])
         self.artifacts[name] = art
-        self._arrays[name] = arr
+        self._arrays.put(name, arr)
         return art
 
     def register_file(self, name: str, kind: str, *, units: str, parents: list[str],
@@ -276,7 +297,7 @@ class ArtifactRegistry:
                        units=units, dtype=KINDS[kind][1:], parents=list(parents), call=call,
                        sensor=sensor, date=date)
         self.artifacts[name] = art
-        self._arrays.pop(name, None)
+        self._arrays.pop(name)
         if kind in RASTER_KINDS:
             self._raster_meta(art)
         return art

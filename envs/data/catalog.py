@@ -50,6 +50,7 @@ import numpy as np
 
 from earthrl.envs.data.calibration import parse_mtl, is_thermal
 from earthrl.envs.data import calibration
+from earthrl.envs.data.memcache import ArrayCache, budget_bytes
 from earthrl.envs.data.scene import BandInfo, Scene, scene_line
 from earthrl.envs.data.user_index import user_index_path, user_scenes
 
@@ -232,8 +233,15 @@ def band_units(scene: Scene, band: str) -> str:
     return scene.units
 
 
-@lru_cache(maxsize=64)
+#: scene bands read (stored values), bounded in bytes (``EARTHRL_BAND_CACHE_MB``, default 256 MiB).
+_BANDS = ArrayCache(budget_bytes("EARTHRL_BAND_CACHE_MB", 256))
+
+
 def _read(path: str, index: int = 1) -> tuple[np.ndarray, dict]:
+    """``(arr, meta)`` of band ``index`` of ``path``, from :data:`_BANDS` when it is there."""
+    hit = _BANDS.get((path, index))
+    if hit is not None:
+        return hit
     import rasterio
 
     with rasterio.open(path) as src:
@@ -242,6 +250,7 @@ def _read(path: str, index: int = 1) -> tuple[np.ndarray, dict]:
                 "res": (abs(src.transform.a), abs(src.transform.e)), "nodata": src.nodata,
                 "dtype": str(arr.dtype), "shape": arr.shape}
     arr.setflags(write=False)
+    _BANDS.put((path, index), (arr, meta))
     return arr, meta
 
 

@@ -10,17 +10,22 @@ Per band, each field comes from the first place that has it:
   ``platform``/``constellation`` (normalised: ``S2A`` -> ``sentinel-2``, ``LC08`` -> ``landsat-8``);
 - date: ``{date}`` (``YYYYMMDD``, ``YYYY-MM-DD`` or ``YYYYDDD``); tag ``DATE``/``ACQUISITION_DATE``/
   ``DATE_ACQUIRED``/``TIFFTAG_DATETIME``; STAC ``datetime``/``start_datetime``;
-- scale/offset/fill: ``--scale``/``--offset``/``--nodata``; STAC ``raster:bands``; the file's
-  own scales/offsets/nodata (GDAL); band tags ``scale_factor``/``add_offset``/``_FillValue``;
-- units: ``--units``; STAC ``unit``; the file's units; tag ``UNITS``; else ``reflectance`` for
-  a band with a reflective spectral symbol, ``K`` for a thermal one, ``value`` otherwise;
+- scale/offset/fill: the band's own setting (``--band-scale NAME=F``, ``--band-offset``,
+  ``--band-nodata``); ``--scale``/``--offset``/``--nodata``; STAC ``raster:bands``; the file's
+  own scales/offsets/nodata (GDAL band metadata, rasterio ``src.scales``/``src.offsets``); band
+  tags ``scale_factor``/``scale`` and ``add_offset``/``offset``, ``_FillValue``/``nodata``; the
+  same tags on the dataset (they apply to every band of the file);
+- units: ``--band-units NAME=U``; ``--units``; STAC ``unit``; the file's units; tag ``UNITS``
+  (band, then dataset); else ``reflectance`` for a band with a reflective spectral symbol, ``K``
+  for a thermal one, ``value`` otherwise;
 - spectral symbol (spyndex ``N``, ``R`` ...): the band's common name (tag ``COMMON_NAME``, STAC
   ``eo:common_name``, or the band name itself, e.g. ``nir``, ``swir16``; spyndex ``bands``
   catalogue), else the bundled sensor's band names (``B04`` of Sentinel-2, ``B5`` of Landsat 8).
 
 Scene ids: ``{scene}``, tag ``SCENE_ID``, the STAC item id, else ``<name>_<sensor>_<YYYYMMDD>``.
 A file that cannot be indexed (unreadable, no CRS, no date, no band name, a pattern it does not
-match, a remote STAC href) is reported in one line with the reason; :class:`SourceError` is
+match, a remote STAC href) is reported with the reason (:meth:`SourceIndex.skip`; the command
+line groups them by reason, :mod:`earthrl.envs.data.source_checks`); :class:`SourceError` is
 raised for input that is bad as a whole (a malformed pattern, no raster at all).
 """
 
@@ -53,6 +58,12 @@ SENSOR_SYMBOLS = {"sentinel-2": S2_SYMBOLS, "landsat-9": L8_SYMBOLS, "landsat-8"
 THERMAL = ("T", "T1", "T2")
 _DATE_TAGS = ("DATE", "ACQUISITION_DATE", "DATE_ACQUIRED", "SENSING_DATE", "DATETIME", "TIFFTAG_DATETIME")
 _SENSOR_TAGS = ("SENSOR", "PLATFORM", "SPACECRAFT_ID", "SPACECRAFT", "MISSION")
+#: tags (band, then dataset; case-insensitive) that hold physical = stored × scale + offset.
+SCALE_TAGS = ("SCALE_FACTOR", "SCALE")
+OFFSET_TAGS = ("ADD_OFFSET", "OFFSET")
+FILL_TAGS = ("_FILLVALUE", "NODATA", "MISSING_VALUE")
+#: per-band settings of :class:`Options` (``--band-<field> NAME=VALUE``).
+BAND_FIELDS = ("scale", "offset", "nodata", "units")
 
 
 class SourceError(ValueError):
@@ -68,6 +79,9 @@ class Options:
             :data:`PATTERN_FIELDS`, ``*`` any text; matched against the path relative to the
             folder when it holds a ``/``, else against the file name).
         sensor, scale, offset, nodata, units: the same for every band (override the files).
+        bands: per band name (case-insensitive): ``{"scale", "offset", "nodata", "units"}``
+            settings for that band only (override the ones above and the files), e.g.
+            ``{"LST": {"scale": 0.02, "units": "K"}, "NDVI": {"scale": 0.0001}}``.
     """
 
     pattern: str | None = None
@@ -76,6 +90,11 @@ class Options:
     offset: float | None = None
     nodata: float | None = None
     units: str | None = None
+    bands: dict[str, dict] = field(default_factory=dict)
+
+    def band(self, name: str) -> dict:
+        """The per-band settings of band ``name`` (case-insensitive; ``{}`` when none)."""
+        return {f: v for k, settings in self.bands.items() if k.lower() == name.lower() for f, v in settings.items()}
 
 
 @dataclass
@@ -85,7 +104,8 @@ class SourceIndex:
     Attributes:
         name: source name (the scene-id prefix); input: the folder or STAC file; kind:
             ``"folder"`` | ``"stac"``; scenes: indexed scenes; problems: one line per file or
-            asset that could not be indexed (``<file>: <reason>``); notes: warnings; files:
+            asset that could not be indexed (``<file>: <reason>``); skipped: the same as
+            ``(where, reason kind)`` pairs, for a summary by reason; notes: warnings; files:
             raster files (or assets) looked at.
     """
 
@@ -95,8 +115,15 @@ class SourceIndex:
     options: Options
     scenes: list[Scene] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files: int = 0
+
+    def skip(self, where: str, reason: str, kind: str | None = None) -> None:
+        """Record that ``where`` (a file, asset or scene) is not indexed because of ``reason``;
+        ``kind`` (default ``reason``) is what files with the same problem share."""
+        self.problems.append(f"{where}: {reason}")
+        self.skipped.append((where, kind or reason))
 
     def record(self) -> dict:
         """The source entry of the user catalogue (:func:`earthrl.envs.data.user_index.put_source`)."""
@@ -228,18 +255,25 @@ def _open(path: Path) -> _File | str:
         return f"unreadable ({str(exc).splitlines()[0][:160]})"
 
 
-def _band_info(b: dict, opts: Options, meta: dict, index: int) -> BandInfo:
-    """:class:`BandInfo` of one band: ``opts``, then STAC ``meta``, then the file, then its tags;
-    ``units`` "" when none of them names units (:class:`_Builder` fills the default by symbol)."""
-    t = b["tags"]
+def _band_info(b: dict, opts: Options, meta: dict, index: int, name: str, file_tags: dict[str, str]) -> BandInfo:
+    """:class:`BandInfo` of band ``name``: its own ``opts.bands`` settings, then ``opts``, then
+    STAC ``meta``, then the file's GDAL scale/offset/nodata/units, then its band tags, then the
+    dataset tags ``file_tags``; ``units`` "" when none of them names units (:class:`_Builder`
+    fills the default by symbol)."""
+    own, t = opts.band(name), b["tags"]
     gdal = b["scale"] not in (None, 1.0) or b["offset"] not in (None, 0.0)  # the file sets its own
-    scale = next(v for v in (opts.scale, meta.get("scale"), b["scale"] if gdal else None,
-                             _float(t.get("SCALE_FACTOR")), 1.0) if v is not None)
-    offset = next(v for v in (opts.offset, meta.get("offset"), b["offset"] if gdal else None,
-                              _float(t.get("ADD_OFFSET")), 0.0) if v is not None)
-    nodata = next((v for v in (opts.nodata, _float(meta.get("nodata")), b["nodata"],
-                               _float(t.get("_FILLVALUE")), _float(t.get("NODATA"))) if v is not None), None)
-    units = next((v for v in (opts.units, meta.get("unit"), b["units"], t.get("UNITS")) if v), "")
+
+    def tag(keys) -> float | None:
+        return next((v for tags in (t, file_tags) for k in keys if (v := _float(tags.get(k))) is not None), None)
+
+    scale = next(v for v in (own.get("scale"), opts.scale, meta.get("scale"), b["scale"] if gdal else None,
+                             tag(SCALE_TAGS), 1.0) if v is not None)
+    offset = next(v for v in (own.get("offset"), opts.offset, meta.get("offset"), b["offset"] if gdal else None,
+                              tag(OFFSET_TAGS), 0.0) if v is not None)
+    nodata = next((v for v in (own.get("nodata"), opts.nodata, _float(meta.get("nodata")), b["nodata"],
+                               tag(FILL_TAGS)) if v is not None), None)
+    units = next((v for v in (own.get("units"), opts.units, meta.get("unit"), b["units"], t.get("UNITS"),
+                              file_tags.get("UNITS")) if v), "")
     return BandInfo(index, float(scale), float(offset), None if nodata is None else float(nodata), str(units))
 
 
@@ -257,13 +291,14 @@ class _Builder:
     def add(self, where: str, sid: str, sensor: str, date: str, bands: list[tuple[str, Path, BandInfo, str | None]]) -> None:
         s = self.scenes.setdefault(sid, {"sensor": sensor, "date": date, "bands": {}, "where": where})
         if (s["sensor"], s["date"]) != (sensor, date):
-            self.out.problems.append(f"{where}: scene {sid} is {s['sensor']} {s['date']} in {s['where']} but "
-                                     f"{sensor} {date} here; give each date its own scene id")
+            self.out.skip(where, f"scene {sid} is {s['sensor']} {s['date']} in {s['where']} but {sensor} {date} "
+                          "here; give each date its own scene id",
+                          "scene id with two dates or sensors; give each date its own scene id")
             return
         for name, path, info, common in bands:
             if name in s["bands"]:
-                self.out.problems.append(f"{where}: band {name} of scene {sid} is also in "
-                                         f"{s['bands'][name][0].name}; give the bands distinct names")
+                self.out.skip(where, f"band {name} of scene {sid} is also in {s['bands'][name][0].name}; "
+                              "give the bands distinct names", "band twice in one scene; give the bands distinct names")
                 return
         for name, path, info, common in bands:
             s["bands"][name] = (path, info, common)
@@ -307,17 +342,17 @@ def index_folder(folder: Path, name: str | None = None, opts: Options | None = N
         if rx is not None:
             m = rx.fullmatch(rel if "/" in opts.pattern else path.name)
             if m is None:
-                out.problems.append(f"{rel}: name does not match --pattern {opts.pattern!r}")
+                out.skip(rel, f"name does not match --pattern {opts.pattern!r}")
                 continue
             fields = m.groupdict()
         f = _open(path)
         if isinstance(f, str):
-            out.problems.append(f"{rel}: {f}")
+            out.skip(rel, f, f.split(" (")[0] if f.startswith("unreadable") else f)
             continue
         date = iso_date(fields["date"]) if fields.get("date") else iso_date(_first(f.tags, _DATE_TAGS) or "")
         if date is None:
-            out.problems.append(f"{rel}: no date (add a DATE tag, e.g. `gdal_edit.py -mo DATE=2020-06-01`, "
-                                "or give --pattern with {date})")
+            out.skip(rel, "no date (add a DATE tag, e.g. `gdal_edit.py -mo DATE=2020-06-01`, "
+                     "or give --pattern with {date})")
             continue
         sensor = normalise_sensor(fields.get("sensor") or opts.sensor or _first(f.tags, _SENSOR_TAGS) or "unknown")
         bands, why = [], None
@@ -331,9 +366,9 @@ def index_folder(folder: Path, name: str | None = None, opts: Options | None = N
                        "`gdal_edit.py` or give --pattern with {band})")
                 break
             common = _first(b["tags"], ("COMMON_NAME", "EO:COMMON_NAME"))
-            bands.append((_clean(bname), path, _band_info(b, opts, {}, i + 1), common))
+            bands.append((_clean(bname), path, _band_info(b, opts, {}, i + 1, _clean(bname), f.tags), common))
         if why:
-            out.problems.append(f"{rel}: {why}")
+            out.skip(rel, why)
             continue
         sid = _clean(fields.get("scene") or f.tags.get("SCENE_ID") or f"{out.name}_{sensor}_{date.replace('-', '')}")
         build.add(rel, sid, sensor, date, bands)
@@ -423,22 +458,24 @@ def index_stac(path: Path, name: str | None = None, opts: Options | None = None)
             out.files += 1
             where = f"item {item.id} asset {key}"
             if urlparse(href).scheme not in ("", "file"):
-                out.problems.append(f"{where}: remote href {href} (only local files are indexed; download it first)")
+                out.skip(where, f"remote href {href} (only local files are indexed; download it first)",
+                         "remote href (only local files are indexed; download it first)")
                 bad = True
                 continue
             local = Path(urlparse(href).path if href.startswith("file:") else href)
             f = _open(local)
             if isinstance(f, str):
-                out.problems.append(f"{where} ({local.name}): {f}")
+                out.skip(f"{where} ({local.name})", f, f.split(" (")[0] if f.startswith("unreadable") else f)
                 bad = True
                 continue
             meta = _asset_bands(asset)
             for i, b in enumerate(f.bands):
                 m = meta[i] if i < len(meta) else {}
                 bname = key if len(f.bands) == 1 else (m.get("name") or f"{key}_{i + 1}")
-                bands.append((_clean(bname), local, _band_info(b, opts, m, i + 1), m.get("common")))
+                bands.append((_clean(bname), local, _band_info(b, opts, m, i + 1, _clean(bname), f.tags),
+                              m.get("common")))
         if dt is None:
-            out.problems.append(f"item {item.id}: no date (set its datetime or start_datetime)")
+            out.skip(f"item {item.id}", "no date (set its datetime or start_datetime)")
             continue
         if bands and not bad:
             build.add(f"item {item.id}", _clean(item.id), sensor, dt.date().isoformat(), bands)
@@ -462,18 +499,3 @@ def index_source(src: Path, name: str | None = None, opts: Options | None = None
         return index_stac(src, name, opts)
     what = "does not exist" if not src.exists() else "is neither a folder nor a .json STAC file"
     raise SourceError(f"{src} {what}; give a folder of GeoTIFFs or a STAC item/collection JSON")
-
-
-def integer_reflectance_notes(out: SourceIndex) -> list[str]:
-    """Warnings for bands read as reflectance from integers with scale 1 (likely ×10000 DN)."""
-    import rasterio
-
-    notes = []
-    for s in out.scenes:
-        for b, i in s.band_info.items():
-            if i.units == "reflectance" and i.scale == 1.0:
-                with rasterio.open(s.bands[b]) as src:
-                    if "int" in src.dtypes[i.index - 1]:
-                        notes.append(f"{s.id}:{b} is integer reflectance with scale 1; if it is stored "
-                                     "x10000 re-add with --scale 0.0001")
-    return notes

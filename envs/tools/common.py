@@ -202,9 +202,10 @@ def provenance(layers: list[Layer]) -> dict:
             "date": dates.pop() if len(dates) == 1 else None}
 
 
-def parents(layers: list[Layer]) -> list[str]:
-    """Lineage parents: artifact names / scene ids of the layers, in order, without repeats."""
-    return list(dict.fromkeys(l.source.split(":")[0] for l in layers))
+def parents(layers: list[Layer | str]) -> list[str]:
+    """Lineage parents: artifact names / scene ids of the layers (or of their ``source`` strings),
+    in order, without repeats."""
+    return list(dict.fromkeys((l if isinstance(l, str) else l.source).split(":")[0] for l in layers))
 
 
 def write_raster(ctx: ToolContext, name: str, arr: np.ndarray, like: list[Layer], *, kind: str,

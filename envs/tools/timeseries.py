@@ -96,6 +96,46 @@ class RasterSeriesArgs(Args):
     stat: Literal["mean", "median", "min", "max", "std", "sum"] = "mean"
     mask: str | None = Field(None, description="mask artifact: only its 1-pixels count")
     units: str | None = Field(None, max_length=40, description="units of date_values")
+    aggregate: Literal["year", "season"] | None = Field(
+        None, description="group the per-date values by calendar year, or by meteorological season "
+        "(DJF, MAM, JJA, SON; December counts with the next year's DJF); null keeps every date")
+    aggregate_stat: Literal["mean", "median", "min", "max", "sum"] = Field(
+        "mean", description="statistic of the per-date values within each year/season")
+
+
+#: meteorological season of each month (1-12) and the month it starts in.
+SEASONS = {12: "DJF", 1: "DJF", 2: "DJF", 3: "MAM", 4: "MAM", 5: "MAM", 6: "JJA", 7: "JJA", 8: "JJA",
+           9: "SON", 10: "SON", 11: "SON"}
+_SEASON_START = {"DJF": 12, "MAM": 3, "JJA": 6, "SON": 9}
+
+
+def period_of(iso: str, by: str) -> tuple[str, str]:
+    """``(label, start date)`` of the year or meteorological season of ISO date ``iso``:
+    ``("2019", "2019-01-01")``; ``("2020-DJF", "2019-12-01")`` for 2019-12-15 and 2020-02-01
+    (a DJF season is labelled by the year of its January)."""
+    y, m = int(iso[:4]), int(iso[5:7])
+    if by == "year":
+        return str(y), f"{y:04d}-01-01"
+    season = SEASONS[m]
+    year = y + 1 if m == 12 else y
+    start = _SEASON_START[season]
+    return f"{year}-{season}", f"{year - 1 if start == 12 else year:04d}-{start:02d}-01"
+
+
+def aggregate_series(dates: list[str], values: list, by: str, stat: str) -> dict:
+    """Per-date ``values`` (None for no value; ``dates`` sorted ISO) grouped by year or season
+    (:func:`period_of`): ``{"dates": period starts, "values": stat of the non-null values (None
+    when a period has none), "periods": labels, "n_dates": non-null values per period}``, in
+    date order; ``stat`` one of :data:`SERIES_STATS` (float64)."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for d, v in zip(dates, values):
+        group = groups.setdefault(period_of(d, by), [])
+        if v is not None:
+            group.append(v)
+    keys = sorted(groups, key=lambda k: k[1])
+    vals = [float(SERIES_STATS[stat](np.asarray(groups[k], dtype=np.float64))) if groups[k] else None for k in keys]
+    return {"dates": [k[1] for k in keys], "values": vals, "periods": [k[0] for k in keys],
+            "n_dates": [len(groups[k]) for k in keys]}
 
 
 def _iso(d: str, field: str) -> str:
@@ -128,11 +168,11 @@ def _raster_values(reg, args: RasterSeriesArgs) -> tuple[list, list, list, str, 
         values.append(float(SERIES_STATS[args.stat](v)) if v.size else None)
         counts.append(int(v.size))
         units.add(layer.units)
-        layers.append(layer)
+        layers.append(layer.source)  # not the pixels: a long series would hold every raster at once
     if len(units) > 1:
         raise ToolError("tool_error", f"rasters: units differ ({', '.join(sorted(units))}); a series holds one "
                         "quantity, pass rasters of one product")
-    return dates, values, counts, units.pop(), parents(layers + ([mask] if mask else []))
+    return dates, values, counts, units.pop(), parents(layers + ([mask.source] if mask else []))
 
 
 @register_tool("raster_series", args=RasterSeriesArgs,
@@ -145,7 +185,12 @@ def raster_series(ctx: ToolContext, args: RasterSeriesArgs) -> ToolResult:
     max, std or sum, float64) of its valid pixels (finite; with ``mask`` only where the mask is 1),
     dated by ``dates`` or the raster's own date; or ``date_values`` given per date. Entries are
     sorted by date; a raster without valid pixels gets null. Writes ``series_<stat>_<hash>`` with
-    ``dates``, ``values``, ``sources``, ``valid_px``, ``stat``; units of the rasters.
+    ``dates``, ``values``, ``sources``, ``valid_px``, ``stat``; units of the rasters. With
+    ``aggregate`` (``"year"`` or ``"season"``: meteorological DJF/MAM/JJA/SON, December with the
+    next year's DJF) the per-date values are grouped (:func:`aggregate_series`): ``values`` is
+    the ``aggregate_stat`` of each period's non-null values, ``dates`` the periods' first days,
+    plus ``periods`` (``"2019"``, ``"2020-DJF"``), ``n_dates`` and ``per_date`` (the ungrouped
+    ``dates``/``values``); the trend tools then see one value per period.
 
     Raises:
         ToolError: neither or both of rasters / date_values; dates of the wrong length or not ISO;
@@ -173,10 +218,16 @@ def raster_series(ctx: ToolContext, args: RasterSeriesArgs) -> ToolResult:
            "values": [values[i] for i in order]}
     if sources is not None:
         obj.update(sources=[sources[i] for i in order], valid_px=[counts[i] for i in order])
+    what = f"{n} dates"
+    if args.aggregate:
+        per_date = {"dates": obj["dates"], "values": obj["values"]}
+        obj.update(aggregate_series(obj["dates"], obj["values"], args.aggregate, args.aggregate_stat),
+                   aggregate=args.aggregate, aggregate_stat=args.aggregate_stat, per_date=per_date)
+        what = f"{len(obj['dates'])} {'years' if args.aggregate == 'year' else 'seasons'} ({args.aggregate_stat} of {n} dates)"
     art = reg.write_json(out_name("series", obj["stat"], call_hash(ctx)), obj, "series", units=units,
                          parents=par, call=ctx.call)
     n_ok = sum(v is not None for v in obj["values"])
-    return ToolResult(f"saved {art.name} ({n} dates {obj['dates'][0]}..{obj['dates'][-1]}, {n_ok} valid, "
+    return ToolResult(f"saved {art.name} ({what} {obj['dates'][0]}..{obj['dates'][-1]}, {n_ok} valid, "
                       f"{obj['stat']} in {units})", {"artifact": art.name, "units": units, **obj}, art.name)
 
 

@@ -45,6 +45,15 @@ class Raw:
         return self.read(f"lsts/{scene}/{scene}_fmask.tif")
 
 
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    """An empty EarthRL home (``EARTHRL_HOME``: the user catalogue ``earthrl catalog add`` writes)
+    and an empty data root ``tmp_path / "empty"`` (no fetched data)."""
+    monkeypatch.setenv("EARTHRL_HOME", str(tmp_path / "home"))
+    (tmp_path / "empty").mkdir()
+    return tmp_path / "home"
+
+
 @pytest.fixture(scope="session")
 def raw(data_root) -> Raw:
     return Raw(data_root)

@@ -25,14 +25,6 @@ SHAPE = (12, 16)
 GRID = dict(crs="EPSG:32633", transform=Affine(10, 0, 600000, 0, -10, 5500000))
 
 
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    """An empty EarthRL home (user catalogue) and an empty data root (no fetched data)."""
-    monkeypatch.setenv("EARTHRL_HOME", str(tmp_path / "home"))
-    (tmp_path / "empty").mkdir()
-    return tmp_path / "home"
-
-
 def _dn(seed: int) -> np.ndarray:
     a = np.random.default_rng(seed).integers(200, 6000, SHAPE).astype("uint16")
     a[0, :3] = 0  # fill
