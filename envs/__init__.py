@@ -8,7 +8,7 @@
   codeact, hierarchical) and their parsers and prompts; ``sandbox``: the CodeAct sandbox; ``data``: the
   scene catalogue, calibration, artifacts and link-safe workspace I/O (imports no other sub-package);
 - ``suites``: the ``earthrl-mini`` suites and templates; ``benchmarks``: Earth-Bench, ThinkGeo;
-- ``api``: tools from Python (:func:`run_tool`, :func:`run_workflow`, :class:`ToolRunner`),
+- ``core.tool_api``: tools from Python (:func:`run_tool`, :func:`run_workflow`, :class:`ToolRunner`),
   importable from here (loaded on first use).
 """
 
@@ -16,9 +16,9 @@ _API = ("run_tool", "run_workflow", "ToolRunner", "ToolCallError")
 
 
 def __getattr__(name: str):
-    """``from earthrl.envs import run_tool`` (and the rest of :data:`_API`) loads :mod:`earthrl.envs.api`."""
+    """``from earthrl.envs import run_tool`` (and the rest of :data:`_API`) loads :mod:`earthrl.envs.core.tool_api`."""
     if name in _API:
-        from earthrl.envs import api
+        from earthrl.envs.core import tool_api  # lazy: the env and its tools load only when the Python API is used
 
-        return getattr(api, name)
+        return getattr(tool_api, name)
     raise AttributeError(f"module 'earthrl.envs' has no attribute {name!r}")

@@ -20,7 +20,10 @@ from pathlib import Path
 from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.envs.sandbox.cgroup import pids_controller_root
 from earthrl.launch.arg_parser import OneLineParser
-from earthrl.models.dtype import cpu_bf16_flags
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.host_memory import job_budget
+from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
+from earthrl.models.dtype import cpu_bf16_flags, resolve_dtype
 from earthrl.rollout.vllm_env import vllm_python
 from earthrl.models.fetch import _source, is_complete, available_data, available_models
 
@@ -180,13 +183,9 @@ def check_make_train() -> list[Check]:
     engine's KV cache, the learner, Ray and the envs against the machine and its NUMA node;
     :mod:`earthrl.launch.host_memory`) and its time budget (the measured minutes of the size ``auto``
     picks, for 2 cores; :data:`earthrl.launch.machine_size.MEASURED`)."""
-    from hydra import initialize_config_dir
+    from hydra import initialize_config_dir  # lazy: hydra at import; the other checks need none of it
 
-    from earthrl.envs.errors import ConfigError
-    from earthrl.launch.host_memory import job_budget
-    from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
-    from earthrl.launch.overrides import CONF_DIR, compose_job
-    from earthrl.models.dtype import resolve_dtype
+    from earthrl.launch.overrides import CONF_DIR, compose_job  # lazy: hydra at import
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose_job("config", [f"model={TRAIN_MODEL}", "trainer.warm_start=auto", "trainer.steps=auto"])

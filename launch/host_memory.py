@@ -37,6 +37,7 @@ from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.memory import GIB, Arch
+from earthrl.models.dtype import resolve_dtype
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ENGINE_RUNTIME_GIB = 1.55
@@ -218,8 +219,7 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
     """
     import torch  # lazy: only jobs that start an engine get here
 
-    from earthrl.models.dtype import resolve_dtype
-    from earthrl.rollout.engines import resolve_engine
+    from earthrl.rollout.engines import resolve_engine  # lazy: torch and the engines at import
 
     vllm = cfg.cluster.get("vllm") or {}
     if resolve_engine(str(cfg.cluster.engine), str(vllm.get("python", "auto")))[0] != "vllm" \

@@ -16,7 +16,7 @@ from pathlib import Path
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from earthrl.envs.api import open_env
+from earthrl.envs.core.tool_api import open_env
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.tools.registry import openai_schema
 
@@ -55,7 +55,7 @@ def build_server(env) -> Server:
 def make_env(data_root: Path, workspace: Path, scenes: list[str] | None = None, mode: str = "execute",
              toolset: str | list[str] = "all"):
     """An env reset on a session task over ``scenes`` (default all scenes under ``data_root``
-    and in the user catalogue); :func:`earthrl.envs.api.open_env`.
+    and in the user catalogue); :func:`earthrl.envs.core.tool_api.open_env`.
 
     Raises:
         KeyError: a scene id not under ``data_root``. DataMissingError: no data.

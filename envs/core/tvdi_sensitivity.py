@@ -14,6 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.paths import data_dir
+
 SCENES = ("LE07_L1TP_195025_20010730_20170204_01_T1", "LC08_L1TP_195025_20130707_20170503_01_T1")
 """The Landsat 7 ETM+ (2001-07-30) and Landsat 8 (2013-07-07) scenes with a thermal band."""
 
@@ -45,10 +49,6 @@ def sensitivity(data_root: Path | None = None) -> list[dict]:
         or ``{scene: error observation}`` when the tool refused.
     """
     import rasterio
-
-    from earthrl.envs.core.env import RSEnv
-    from earthrl.envs.core.tasks import TaskSpec
-    from earthrl.envs.paths import data_dir
 
     def call(env, tool, **a):
         return env.step(f"<tool_call>{json.dumps({'name': tool, 'arguments': a})}</tool_call>")

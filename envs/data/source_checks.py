@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from earthrl.envs.data.catalog import _scaled
 from earthrl.envs.data.scene import BandInfo
 from earthrl.envs.data.sources import BAND_FIELDS, SourceError, SourceIndex
 
@@ -102,8 +103,6 @@ def plausible_range(units: str, band: str) -> tuple[float, float] | None:
 def _sample(path, info: BandInfo) -> np.ndarray:
     """Valid physical values of one band, read at most :data:`SAMPLE_PIXELS` a side."""
     import rasterio
-
-    from earthrl.envs.data.catalog import _scaled
 
     with rasterio.open(path) as src:
         step = max(1, -(-max(src.height, src.width) // SAMPLE_PIXELS))

@@ -334,12 +334,7 @@ def threshold_mask(ctx: ToolContext, args: ThresholdArgs) -> ToolResult:
     """uint8 mask: 1 where ``raster <op> value``, 0 elsewhere, 255 (nodata) where the raster is
     NaN. Output ``<name>_<gt|ge|lt|le|eq|ne><value>``.
 
-    Ties: the comparison is exact on the stored values. Rasters are stored as float32 and every
-    EarthRL index and band is the float32 nearest its exact value (computed in float64 from the
-    DN, or DN / 10000 for a band, then rounded once), so ``value`` is rounded to float32 too
-    (:func:`stored_threshold`) and a pixel whose exact value equals ``value`` (e.g. NDBI 0.15 from
-    DN 1150 and 850) counts as equal: in for ``>=``/``<=``/``==``, out for ``>``/``<``. Values
-    within half a float32 step of ``value`` (6e-8 relative) count as equal as well.
+    Ties: a pixel exactly on ``value`` is in for ``>=``/``<=``, out for ``>``/``<`` (:func:`compare`).
     """
     layer = load_layer(ctx.registry, args.name)
     mask = compare(layer.arr, args.op, args.value)
@@ -356,6 +351,13 @@ def stored_threshold(value: float) -> np.float32:
 def compare(arr: np.ndarray, op: str, value: float) -> np.ndarray:
     """uint8 mask of ``arr <op> value`` compared in float32 (:func:`stored_threshold`: both sides
     rounded to float32), 255 where ``arr`` is NaN.
+
+    Ties: the comparison is exact on the stored values. Rasters are stored as float32 and every
+    EarthRL index and band is the float32 nearest its exact value (computed in float64 from the
+    DN, or DN / 10000 for a band, then rounded once), so ``value`` is rounded to float32 too and a
+    pixel whose exact value equals ``value`` (e.g. NDBI 0.15 from DN 1150 and 850) counts as
+    equal: in for ``>=``/``<=``/``==``, out for ``>``/``<``. Values within half a float32 step of
+    ``value`` (6e-8 relative) count as equal as well.
 
     Raises:
         KeyError: ``op`` not one of ``> >= < <= == !=``.

