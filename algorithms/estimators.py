@@ -32,7 +32,7 @@ class AdvantageConfig:
 
     Attributes:
         eps: δ added to the group std (RS-Claw-Evolution Eq. for Â_i).
-        std_floor: lower bound on a group's std before division (DESIGN §6).
+        std_floor: lower bound on a group's std before division.
         norm_by_std: False gives Dr. GRPO (mean-centred only).
         protect_recovery: TAP option: a turn with E = 0 right after an error turn gets
             max(Â, 0) (see :mod:`earthrl.algorithms.tap`).

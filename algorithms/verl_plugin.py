@@ -1,4 +1,4 @@
-"""Register EarthRL's estimators and policy losses in verl's registries (DESIGN §3, backend=verl).
+"""Register EarthRL's estimators and policy losses in verl's registries (backend=verl).
 
 Name this module in ``VERL_USE_EXTERNAL_MODULES=earthrl.algorithms.verl_plugin``: verl 0.9.1's
 ``verl/__init__.py`` imports every module listed there (comma-separated) on ``import verl``, so

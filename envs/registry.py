@@ -2,7 +2,7 @@
 
 Used for tools, action formats, suites, suite templates, toolsets, env actions and engines,
 metrics, rewards, advantage estimators, policy losses, rollout engines and bench suites. Follows
-verl ``core_algos``' decorator registries (DESIGN §8): a name maps to one object (a function, a
+verl ``core_algos``' decorator registries: a name maps to one object (a function, a
 class or a record such as a :class:`~earthrl.envs.tools.registry.Tool`), and registering a
 *different* object under a taken name raises instead of silently replacing it. Built-in entries
 live in modules that register themselves when imported; the registry imports them on its first

@@ -102,7 +102,7 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             parser.error(f"argument --out: cannot write {args.out} ({exc.strerror or exc}); choose a writable path")
 
 
-GOALS = [  # (what, suite, measurement, metric, comparison, target) from issue 11; {key}: the measurement's value
+GOALS = [  # (what, suite, measurement, metric, comparison, target); {key}: the measurement's value
     ("EarthRL vLLM / EarthRL HF tokens/s", "rollout", "engines", "vllm_over_hf", ">=", 2.0),
     ("EarthRL vLLM / standalone vLLM tokens/s", "rollout", "engines", "earthrl_vllm_over_standalone", ">=", 0.9),
     ("local GRPO step / TRL GRPOTrainer step", "train", "grpo_step", "earthrl_over_trl", "<=", 0.7),

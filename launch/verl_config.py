@@ -8,7 +8,7 @@
 so that a key verl does not have is an error, and adds the ``earthrl`` section the agent loop reads.
 :func:`run_verl` prints the config (``trainer.verl_dry_run=true`` stops there) and starts verl's
 ``main_ppo`` in the trainer's Ray cluster; without CUDA it stops with one line, since verl's trainer
-has no CPU rollout backend (DESIGN §3).
+has no CPU rollout backend.
 """
 
 from __future__ import annotations

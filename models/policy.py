@@ -2,7 +2,7 @@
 
 Log-probabilities of chosen tokens are computed without a full-vocabulary float32
 log-softmax over the whole sequence: the LM head runs only on the positions that
-predict response tokens, and ``logsumexp`` is taken in float32 chunks (DESIGN §3).
+predict response tokens, and ``logsumexp`` is taken in float32 chunks.
 The leading tokens that every row of a micro-batch shares (the system prompt with the tool
 schemas, and the question for the rows of one GRPO group) go through the decoder once: the rows
 are packed into one sequence, [shared prefix][suffix 1][suffix 2]…, with a block attention mask

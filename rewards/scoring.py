@@ -23,7 +23,7 @@ class Scores:
 
     Attributes:
         reward: N Python floats, the trajectory reward; 0.0 for a trajectory hit by a fault
-            (``Trajectory.env_failure``: the environment failed, not the agent; DESIGN §4).
+            (``Trajectory.env_failure``: the environment failed, not the agent).
         turn_rewards: N lists of Python floats. With a turn reward in the recipe, the i-th list
             has one value per turn of trajectory i (0.0 for each turn of a faulted one); without
             one, every list is empty.

@@ -16,7 +16,7 @@ Prompts: real earthrl-mini-core first-turn prompts and their second turns
 (:func:`~earthrl.rollout.bench_inputs.bench_prompts`). Lengths: the only stop id is one the model
 cannot sample (and vLLM runs with ``ignore_eos``), so every row generates ``max_new_tokens``
 tokens; tokens are counted from what each runner returned. Sampling at temperature 1, top-p 1, as
-in training. Goals (issue 11): EarthRL with vLLM ≥ 2× its HF engine; EarthRL's vLLM engine ≥ 90 %
+in training. Goals: EarthRL with vLLM ≥ 2× its HF engine; EarthRL's vLLM engine ≥ 90 %
 of standalone vLLM.
 """
 

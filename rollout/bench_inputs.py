@@ -6,7 +6,7 @@ schemas of ``toolset``) and the task's first user message, through the model's c
 (:meth:`~earthrl.rollout.chat.ChatCodec.prompt_ids`). Second-turn prompts extend them with the
 reference workflow's first call as the response and the template delta of the observation that
 call got from the environment in execute mode (:meth:`~earthrl.rollout.chat.ChatCodec.observation_ids`),
-exactly as a second turn of a rollout is built (DESIGN §2).
+exactly as a second turn of a rollout is built.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Chat-template token deltas for token-in/token-out multi-turn rollouts.
 
 Re-rendering the whole chat and re-tokenising it each turn can change earlier ids
-(``["he", "llo"]`` → ``"hello"`` → ``["hello"]``) and corrupt the logprob ratio (DESIGN §2).
+(``["he", "llo"]`` → ``"hello"`` → ``["hello"]``) and corrupt the logprob ratio.
 Instead the next prompt is ``previous ids + response ids + observation ids``, where the
 observation ids are the template's own delta for one more message: whatever the
 template puts after the assistant's end-of-turn token (Qwen/ChatML: ``"\n"``), the

@@ -2,7 +2,7 @@
 
 One object owns the Ray local cluster, the rollout-engine actor, the EnvPool actors, the
 tokenizer and chat codec, and turns a batch of tasks into trajectories with the async
-agent loop (DESIGN §2). The learner (train) and the report (eval) sit on top of it.
+agent loop. The learner (train) and the report (eval) sit on top of it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Trajectories: what one agent episode produced, token by token and turn by turn.
 
-Token-in/token-out (DESIGN §2): the ids of a trajectory are
+Token-in/token-out: the ids of a trajectory are
 ``prompt_ids + response_ids[0] + observation_ids[0] + response_ids[1] + …`` exactly as
 the engine saw and produced them; nothing is re-tokenised from text.
 """
@@ -67,8 +67,7 @@ class Trajectory:
         turns: the assistant turns in order.
         answer: {"value", "unit"} from the final ``answer`` action, or None.
         env_failure: something other than the agent failed, so the trajectory is excluded
-            from the loss, from the rewards' groups and from agent error counts (DESIGN §4,
-            EnvPool). One flag for every kind of fault; :attr:`failure` says which.
+            from the loss, from the rewards' groups and from agent error counts (            EnvPool). One flag for every kind of fault; :attr:`failure` says which.
         failure: the kind of fault, set with :meth:`mark_failed`: ``"env_failure"`` (an env
             actor died or lost the episode), ``"env_timeout"`` (a step did not return within
             ``env.step_timeout_s``; its worker was replaced), ``"engine_failure"`` (the rollout

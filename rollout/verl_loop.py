@@ -1,4 +1,4 @@
-"""EarthRL's agent loop as a registered verl agent loop (``backend=verl``; DESIGN §3).
+"""EarthRL's agent loop as a registered verl agent loop (``backend=verl``).
 
 verl 0.9.1's contract (``verl/experimental/agent_loop/agent_loop.py``): an :class:`AgentLoopBase`
 subclass registered by name, ``async def run(self, sampling_params, **kwargs) -> AgentLoopOutput``,

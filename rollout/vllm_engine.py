@@ -49,7 +49,7 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
         state_dict: peft ``get_peft_model_state_dict`` keys (``…<module>.lora_A.weight`` of shape
             (r, in), ``…lora_B.weight`` of shape (out, r)), any float dtype.
         lora: ``{"rank", "alpha", "target_modules"?}`` of the learner's adapter; ``alpha`` is written
-            as ``lora_alpha`` (never 0: DESIGN §3's merger bug; :func:`earthrl.models.lora.lora_config`
+            as ``lora_alpha`` (never 0: verl's merger writes 0; :func:`earthrl.models.lora.lora_config`
             refuses it).
         folder: created; must not exist.
 

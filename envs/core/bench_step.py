@@ -4,7 +4,7 @@ For ``n`` steps of one cheap call (``raster_stats`` of a 61×61 Landsat band by 
 the round trip ``await pool.step(...)`` and subtract the seconds spent inside the tool function
 (``StepResult.tool_s``, measured in the actor). The median of that difference is what the env
 costs per step beyond the tool: Ray messaging, action parsing, schema validation, the verifier
-and result serialisation. Goal (issue 11): median ≤ 2 ms on an idle machine; a Ray actor round trip
+and result serialisation. Goal: median ≤ 2 ms on an idle machine; a Ray actor round trip
 alone is about 1–1.5 ms on 2 cores, the env's own work in the actor about 0.2 ms.
 """
 

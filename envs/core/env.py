@@ -305,7 +305,7 @@ class RSEnv:
                 res = self.format.step(action_text)
         except ActionError as e:
             res = self.error_result(e.kind, e.message)
-        except Exception as e:  # noqa: BLE001 - nothing may leave a step (issue 9)
+        except Exception as e:  # noqa: BLE001 - nothing may leave a step
             res = self.error_result(INTERNAL_ERROR, internal_message(f"this {self.format.name} turn", e),
                                     internal_error=traceback.format_exc())
         self.history.append(res)

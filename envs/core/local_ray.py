@@ -3,7 +3,7 @@
 Ray starts its worker processes at nice 15 by default (``RAY_worker_niceness``). A benchmark that
 compares a Ray-hosted runner (the EarthRL engines, EnvPool actors) with one in the driver's own
 process tree (bare transformers, standalone vLLM) is then fair only on an idle machine: any other
-load takes CPU from the Ray side alone (session 4 measured EarthRL's vLLM engine at 0.40× standalone
+load takes CPU from the Ray side alone (measured: EarthRL's vLLM engine at 0.40× standalone
 vLLM under a background job, 1.01× on the idle machine). :func:`init_local_ray` starts Ray with
 the workers at the driver's own niceness unless the user set ``RAY_worker_niceness`` (an increment
 Ray adds to the niceness its processes inherit from the driver; 0 keeps the driver's).

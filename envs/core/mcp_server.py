@@ -1,5 +1,5 @@
 """EarthRL's tools over the Model Context Protocol (stdio), the protocol Earth-Agent serves its
-tools with (DESIGN §4). ``earthrl serve-tools`` runs :func:`serve`.
+tools with. ``earthrl serve-tools`` runs :func:`serve`.
 
 One session = one :class:`~earthrl.envs.core.env.RSEnv` episode whose data manifest is the given scenes
 (default: every scene under the data root). ``tools/list`` gives each tool of the toolset (and the

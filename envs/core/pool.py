@@ -5,7 +5,7 @@ restarted by Ray (``max_restarts``) and, when a call still fails with a Ray acto
 (restarts used up, or the actor is unreachable), re-created by the pool: the dead handle
 is killed without restart and a fresh actor takes its slot. The episodes it hosted raise
 :class:`EnvFailure`, which the agent loop records as ``env_failure`` (left out of the loss
-and of agent error counts, DESIGN §4). Workspaces are removed when an episode closes,
+and of agent error counts). Workspaces are removed when an episode closes,
 also when its worker died (the new worker removes the folder by its id).
 
 A call that does not return within ``step_timeout_s`` (a tool that hangs) raises

@@ -1,5 +1,5 @@
 """Skill tree with progressive disclosure (RS-Claw-Evolution §III, "skills → tool catalogue →
-tool docs"; DESIGN §4).
+tool docs").
 
 Seven skills (shared contract ids). Each names its allowed tools (candidates; only the registered
 ones count, plus every tool whose :attr:`Tool.skills` names the skill), order dependencies

@@ -1,4 +1,4 @@
-"""``codeact`` action format (EarthRL issue 3, item 5; CodeAct, Wang et al. 2024, "Executable Code
+"""``codeact`` action format (CodeAct, Wang et al. 2024, "Executable Code
 Actions Elicit Better LLM Agents", §2): the model writes one fenced Python block per turn::
 
     ```python
@@ -34,7 +34,7 @@ def code_blocks(text: str) -> list[str]:
     A fence is three backticks, an optional tag and the rest of its line; the body runs to the
     next three backticks or the end. One left-to-right scan with ``str.find``: linear in
     ``len(text)`` whatever the model wrote (a regex with a lazy body was quadratic on long runs
-    of fences; issue 9).
+    of fences).
     """
     blocks, pos = [], 0
     while True:

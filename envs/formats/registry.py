@@ -1,4 +1,4 @@
-"""Action formats: how a model's turn becomes tool calls (DESIGN §4), in a registry.
+"""Action formats: how a model's turn becomes tool calls, in a registry.
 
 - ``json``: one hermes call per turn, ``<tool_call>{"name", "arguments"}</tool_call>``
   (:mod:`earthrl.envs.formats.parsers`; further calls in the same turn are ignored and reported);

@@ -120,7 +120,7 @@ def ndvi_emissivity(ndvi: np.ndarray, red: np.ndarray | None = None,
     dε = (1-εs)(1-Pv)·0.55·εv; NDVI > 0.5 full vegetation, ε = 0.99. Water (NDVI < 0) is
     treated as soil, as in the paper.
     ``"mixture_no_cavity"`` — two-component mixture without cavity term,
-    ε = 0.99·Pv + 0.97·(1-Pv), Pv clipped to [0, 1] (EarthRL's rule before issue 13; up to 0.016
+    ε = 0.99·Pv + 0.97·(1-Pv), Pv clipped to [0, 1] (EarthRL's former rule; up to 0.016
     lower than NDVI^THM, ~1.1 K lower LST at 300 K).
 
     Raises:

