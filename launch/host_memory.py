@@ -14,7 +14,7 @@ EarthRL takes the explicit way with a KV size derived from the job (all figures 
 
     weights  = parameters × bytes of the dtype (4 float32, 2 bfloat16/float16)
     KV       = rows × max_model_len × 2 · layers · kv_heads · head_dim · bytes of the dtype
-    engine   = weights + KV + the engine's working set (Python, torch, vLLM: 1.55 GiB, and half the
+    engine   = weights + KV + the engine's working set (Python, torch, vLLM: 1.9 GiB, and half the
                weights again while they load)
     learner  = the trainer process: its runtime + weights + LoRA/Adam states + one micro-batch's peak
     job      = engine + learner + Ray and the env actors
@@ -40,16 +40,17 @@ from earthrl.launch.memory import GIB, Arch
 from earthrl.models.dtype import resolve_dtype
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-ENGINE_RUNTIME_GIB = 1.55
-"""vLLM engine process beside its weights and KV cache (interpreter, torch, vLLM, compiled graphs)."""
+ENGINE_RUNTIME_GIB = 1.9
+"""vLLM engine process beside its weights and KV cache (interpreter, torch, vLLM, compiled graphs, LoRA slots)."""
 ENGINE_LOAD_SHARE = 0.5
 """Share of the weights the engine holds a second time at its peak (the loader's temporaries). Fitted to
 the peak resident memory measured with Qwen2.5-Coder-0.5B (630 M parameters, untied) and a 1.5 GiB KV
-cache: 6.54 GiB in float32 (weights 2.35), 4.78 GiB in bfloat16 (weights 1.17); the rule gives 6.58 and 4.80."""
+cache: 6.54 GiB in float32 (weights 2.35) and 4.78 GiB in bfloat16 (weights 1.17) for a bare engine,
+6.90 GiB in float32 inside `make train` (LoRA pushed, held-out batch); the rule gives 6.92 and 5.15."""
 LEARNER_RUNTIME_GIB = 1.5
 """Trainer process beside its weights and activations (interpreter, torch, transformers, peft, Ray client)."""
-RAY_ENVS_GIB = 1.5
-"""Ray's raylet and GCS, and the env actors holding rasters."""
+RAY_ENVS_GIB = 1.75
+"""Ray's raylet and GCS, and the env actors holding rasters (peak 1.74 GiB in `make train`)."""
 MACHINE_SHARE = 0.9
 """Share of the machine's memory a job may plan to use (the page cache and the OS keep the rest)."""
 

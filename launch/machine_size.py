@@ -4,7 +4,7 @@ Where the policy computes in bfloat16 (a GPU, or a CPU with AVX512-BF16/AMX) ``m
 masked failure-aware warm start ``sft=warm`` (12 SFT steps) and 3 GRPO steps. Where it computes in
 float32 (an AVX2-only CPU, on which bf16 is emulated) every learner step costs about 3× more and the
 same job does not finish in 30 minutes on 2 cores, so ``auto`` picks the shorter oracle warm start
-``sft=warm_oracle`` (6 steps, one micro-batch a step) and 2 GRPO steps. ``make train`` passes
+``sft=warm_oracle`` (3 steps of 8 sequences, one micro-batch a step) and 2 GRPO steps. ``make train`` passes
 ``trainer.warm_start=auto trainer.steps=auto``; any other value is used as given.
 """
 
