@@ -4,7 +4,7 @@ Where the policy computes in bfloat16 (a GPU, or a CPU with AVX512-BF16/AMX) ``m
 masked failure-aware warm start ``sft=warm`` (12 SFT steps) and 3 GRPO steps. Where it computes in
 float32 (an AVX2-only CPU, on which bf16 is emulated) every learner step costs about 3× more and the
 same job does not finish in 30 minutes on 2 cores, so ``auto`` picks the shorter oracle warm start
-``sft=warm_oracle`` (3 steps of 8 sequences, one micro-batch a step) and 2 GRPO steps. ``make train`` passes
+``sft=warm_oracle`` (the oracle trajectories of 16 tasks: 4 steps of 4, one micro-batch a step) and 2 GRPO steps. ``make train`` passes
 ``trainer.warm_start=auto trainer.steps=auto``; any other value is used as given.
 """
 
@@ -18,7 +18,8 @@ TIME_BUDGET_MIN = 30
 #: the figures ``earthrl doctor`` reports (README, "What make train does and writes")
 MEASURED = {
     "bfloat16": (27.9, "from a fresh clone on an idle 2-core AVX512-BF16/AMX machine"),
-    "float32": (0.0, "PENDING"),
+    "float32": (31.2, "with model.dtype=float32 forced on a 2-core AVX512-BF16 machine, before the warm start "
+                      "was cut from 24 to 16 tasks (an AVX2-only machine is slower; not measured there)"),
 }
 #: resolved dtype -> the values ``auto`` stands for (float16, set by hand for a GPU without bf16, as bfloat16)
 SIZES = {

@@ -162,9 +162,9 @@ def test_make_train_shaped_float32_run_with_the_vllm_engine(tmp_path, tiny_model
     out = proc.stdout
     assert "trainer.warm_start=auto -> warm_oracle (model.dtype=float32 -> float32: set by model.dtype)" in out
     assert "trainer.steps=auto -> 2 (model.dtype=float32 -> float32: set by model.dtype)" in out
-    assert "warm start: building it once (trainer.warm_start=warm_oracle)" in out and "sft step 3/3" in out
+    assert "warm start: building it once (trainer.warm_start=warm_oracle)" in out and "sft step 4/4" in out
     summary = json.loads((folder / "sft_summary.json").read_text())
-    assert summary["steps"] == 3 and summary["examples"] == 24  # oracle trajectories of 24 train tasks, 1 epoch of 8
+    assert summary["steps"] == 4 and summary["examples"] == 16  # oracle trajectories of 16 train tasks, 1 epoch
     plan = next(line for line in out.splitlines() if line.startswith("memory (GiB): vLLM engine "))
     assert "float32 weights" in plan and "4 of 4 trajectories of 8192 tokens at once" in plan
     assert "cluster.engine=auto -> vllm (auto: vLLM found" in out and "step 2/2" in out
