@@ -187,10 +187,21 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, help="write the results to this JSON file (scaling: scaling.png beside it)")
     args = parser.parse_args(argv)
     check_options(parser, args)
+    from earthrl.launch.lifecycle import RunLifecycle  # lazy: psutil at import; CLI startup stays fast
+
+    with RunLifecycle("bench", argv):  # Ctrl-C / SIGTERM stop the benchmarks and everything they started
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
+    """The suites ``args`` name, their goal lines and the ``--out`` file (:func:`main`'s job)."""
+    from earthrl.launch import lifecycle  # lazy: psutil at import; CLI startup stays fast
+
     options = {**vars(args), "out_dir": args.out.parent if args.out else None}
     suites = sorted(BENCHES) if args.suite == "all" else [args.suite]
     by_suite: dict[str, dict] = {}
     for suite in suites:
+        lifecycle.at(f"bench {suite}")
         try:
             by_suite[suite] = run_suite(suite, options)
         except (FileNotFoundError, ValueError, KeyError, RuntimeError) as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch import lifecycle
 from earthrl.launch.host_memory import job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 from earthrl.envs.paths import data_dir
@@ -187,12 +188,13 @@ class EvalJob:
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
         k = int(ev.batch_tasks)
         for chunk_no, start in enumerate(range(0, len(todo), k)):
+            lifecycle.at(f"task {start + 1} of {len(todo)}")
             chunk = todo[start:start + k]
             for mode in dict.fromkeys(m for _, m in chunk):
                 tasks = [t for t, m in chunk if m == mode]
                 trajs, _ = runtime.rollout(tasks, int(ev.samples), chunk_no, cfg.sampling, mode, int(cfg.seed),
                                            group_prefix=f"eval/{mode}/")
-                with traj_path.open("a") as f:
+                with lifecycle.protected(), traj_path.open("a") as f:  # whole lines only
                     for i, traj in enumerate(trajs):
                         f.write(json.dumps({"task_id": traj.task_id, "mode": mode, "sample": i % int(ev.samples),
                                             "action_format": cfg.env.action_format,
@@ -211,6 +213,7 @@ class EvalJob:
         """The whole job; returns the report dict."""
         self.validate()
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        lifecycle.attach(self.output_dir)
         (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         if self.predictions is not None:
             report = build_earthbench_report(self.predictions, self.earthbench, mode=self.ev.metrics_mode,

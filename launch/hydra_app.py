@@ -31,10 +31,15 @@ CONFIG_NAMES = {"train": "config", "eval": "eval", "sft": "sft", "learn": "learn
 
 
 def _run_or_exit(run: Callable[[DictConfig], object], cfg: DictConfig):
-    """Run the job and return its result (a sweep's comparison table reads it); a ConfigError
-    ends the job with one line and exit code 2."""
+    """Run the job under :class:`~earthrl.launch.lifecycle.RunLifecycle` (Ctrl-C / SIGTERM stop it cleanly)
+    and return its result (a sweep's comparison table reads it); a ConfigError ends the job with one line
+    and exit code 2."""
+    from earthrl.launch.lifecycle import RunLifecycle  # lazy: psutil at import; CLI startup stays fast
+
+    command = sys.argv[0].split()[-1] if sys.argv and sys.argv[0].startswith("earthrl ") else "train"
     try:
-        return run(cfg)
+        with RunLifecycle(command, sys.argv[1:]):
+            return run(cfg)
     except ConfigError as exc:
         print(f"earthrl: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
+from earthrl.launch import lifecycle
 from earthrl.launch.config_rules import check_config
 from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
 from earthrl.launch.override_text import CONF_DIR, as_overrides
@@ -100,12 +101,24 @@ class LearnRecipe:
 
         Raises:
             RuntimeError: the stage exited non-zero (its output is above; rerun resumes).
+            RunInterrupted: a stop signal; the stage got it too and stopped cleanly (or was killed).
         """
         shown = " ".join(shlex.quote(a) for a in ["earthrl", command, *overrides])
         print(f"\n== learn: {what}\n$ {shown}", flush=True)
         with (self.out / "commands.sh").open("a") as f:
             f.write(shown + "\n")
-        if subprocess.run([sys.executable, "-m", "earthrl.launch", command, *overrides]).returncode != 0:
+        lifecycle.at(f"stage '{what}'")
+        stage = subprocess.Popen([sys.executable, "-m", "earthrl.launch", command, *overrides])
+        try:
+            code = stage.wait()
+        except lifecycle.RunInterrupted as stop:  # the stage stops itself (Ray, engine, checkpoint) first
+            stage.send_signal(stop.signum)
+            try:
+                stage.wait(timeout=lifecycle.STOP_DEADLINE_S - 1)
+            except subprocess.TimeoutExpired:
+                stage.kill()
+            raise
+        if code != 0:
             raise RuntimeError(f"learn: stage '{what}' failed (see above); `earthrl learn` again resumes it")
 
     def sft(self, mode: str) -> Path:
@@ -143,6 +156,7 @@ class LearnRecipe:
         """Every stage, then the learning curve; returns the summary dict (``learning.json``)."""
         self.validate()
         self.out.mkdir(parents=True, exist_ok=True)
+        lifecycle.attach(self.out)
         (self.out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         (self.out / "commands.sh").write_text(  # in the run's folder and cache, so they reproduce it from anywhere
             "# the stages of the last `earthrl learn` run, in order (with the virtual environment active: "

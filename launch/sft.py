@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
 from earthrl.envs.errors import ConfigError
+from earthrl.launch import lifecycle
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.sft_data import build_records
 from earthrl.models.checkpoint import save_checkpoint
@@ -101,6 +102,7 @@ class SFTRecipe:
         cfg = self.cfg
         self.validate()
         self.config_dict = start_run_folder(cfg, self.output_dir)
+        lifecycle.attach(self.output_dir)
         ds = cfg.sft.deepspeed
         if ds.zero_stage is not None:
             print(f"sft.deepspeed.zero_stage={ds.zero_stage}: for the cluster backend; the local backend runs "
@@ -142,6 +144,7 @@ class SFTRecipe:
         t0 = time.perf_counter()
         history = []
         for k, batch in enumerate(batches):
+            lifecycle.at(f"step {k + 1}")
             t = time.perf_counter()
             lr = cosine_lr(k, total, float(s.lr), float(s.lr_min), int(s.warmup_steps))
             m = sft_update(self.policy, self.optimizer, batch, mb, float(s.grad_clip), lr=lr)
@@ -163,8 +166,9 @@ class SFTRecipe:
 
     def checkpoint(self, step: int) -> Path:
         """Write ``<output_dir>/checkpoints/step_NNNNNN`` (:func:`~earthrl.models.checkpoint.save_checkpoint`)."""
-        path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
-                               str(self.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
+        with lifecycle.protected():  # a stop signal waits for the write to finish
+            path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                                   str(self.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
         print(f"checkpoint: {path}", flush=True)
         return path
 

@@ -36,6 +36,7 @@ from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import fault_counts, FailureGuard
 from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
                                         flat_metrics)
+from earthrl.launch import lifecycle
 from earthrl.launch.job_inputs import (check_job_config, data_root, holds_run, load_tasks, model_path,
                                       start_run_folder)
 from earthrl.rollout.runtime import RolloutRuntime
@@ -156,6 +157,7 @@ class LocalGRPORecipe:
             lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
             self.init_from = check_init_checkpoint(ensure_warm_start(cfg, self.warm_start), lora)
         self.config_dict = start_run_folder(cfg, self.output_dir)
+        lifecycle.attach(self.output_dir)  # stops what a killed run left here; records this run's processes
         if self.init_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
             (self.output_dir / "init_from.json").write_text(json.dumps(
                 {"checkpoint": str(self.init_from), "warm_start": self.warm_start}, indent=2))
@@ -168,6 +170,7 @@ class LocalGRPORecipe:
             print(self.memory.line(), flush=True)
         self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,
                                       kv_cache_gib=self.memory.kv if self.memory is not None else None)
+        lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
         dtype, why = resolve_dtype(str(cfg.model.dtype))
         print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why}); learner and engine", flush=True)
         self.policy = Policy(str(self.model_path), lora, dtype=dtype,
@@ -265,6 +268,7 @@ class LocalGRPORecipe:
                    file=sys.stdout, dynamic_ncols=True)
         for step in bar:
             done = step + 1
+            lifecycle.at(f"step {done}")
             t0 = time.perf_counter()
             tasks = self.tasks_for_step(step)
             trajs, engine_stats, scores, filt = self.sample_batch(step, tasks)
@@ -315,8 +319,9 @@ class LocalGRPORecipe:
         """Write a checkpoint every ``trainer.save_every`` steps and after the last one."""
         cfg = self.cfg
         if step % int(cfg.trainer.save_every) == 0 or step == int(cfg.trainer.steps):
-            path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
-                                   str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
+            with lifecycle.protected():  # a stop signal waits for the write to finish
+                path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                                       str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
             bar.write(f"checkpoint: {path}")
 
     def heldout_eval(self, step: int) -> dict[str, float]:

@@ -19,7 +19,8 @@ from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
 from earthrl.envs.data.catalog import catalog, missing_hint
-from earthrl.envs.kill_points import KILL_ENV, kill_point
+from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
+from earthrl.envs.core.local_ray import keep_stop_handlers
 from earthrl.envs.core.pool import EnvPool
 from earthrl.rollout.chat import ChatCodec
 
@@ -79,11 +80,46 @@ async def _kill_after_first_call(client, step: int) -> None:
     """Kill-anywhere test hook (:func:`earthrl.envs.kill_points.kill_point`) in the middle of a rollout."""
     import os
 
-    if os.environ.get(KILL_ENV) != f"rollout:{step}":
+    if f"rollout:{step}" not in (os.environ.get(KILL_ENV), os.environ.get(PAUSE_ENV)):
         return
     while client.calls < 1 or client.generated_tokens == 0:
         await asyncio.sleep(0.01)
     kill_point("rollout", step)
+
+
+_ABANDONED: list[asyncio.Task] = []
+
+
+def run_until_stopped(coro):
+    """``asyncio.run(coro)``, except on a Ctrl-C / SIGTERM stop (a ``KeyboardInterrupt`` raised in the loop):
+    the episodes in flight are abandoned, not cancelled and awaited (their ``finally`` would wait on env
+    actors that Ray's shutdown is about to end) and kept from the garbage collector until the process
+    exits, and their tasks' reports of it are dropped."""
+    loop = asyncio.new_event_loop()
+    stopped = False
+
+    def report(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        if not stopped:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(report)
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(coro)
+    except KeyboardInterrupt:
+        stopped = True
+        _ABANDONED.extend(asyncio.all_tasks(loop))  # never collected: closing them would call Ray after its shutdown
+        raise
+    finally:
+        if not stopped:  # what asyncio.run does on the way out
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 class RolloutRuntime:
@@ -113,8 +149,10 @@ class RolloutRuntime:
         eos = self.tokenizer.eos_token_id
         stop_ids = [self.codec.eos_id] + ([eos] if eos is not None and eos != self.codec.eos_id else [])
         if not ray.is_initialized():
-            ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
-                     object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20, configure_logging=False)
+            with keep_stop_handlers():  # Ray's SIGTERM handler would bypass the run's clean stop
+                ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                         object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20,
+                         configure_logging=False)
         vllm_opts = cfg.cluster.get("vllm") or {}
         self.engine_name, why = resolve_engine(cfg.cluster.engine, str(vllm_opts.get("python", "auto")))
         print(f"cluster.engine={cfg.cluster.engine} -> {self.engine_name} ({why})", flush=True)
@@ -193,7 +231,7 @@ class RolloutRuntime:
                                            group_prefix=group_prefix)
             return trajs, client.stats()
 
-        return asyncio.run(go())
+        return run_until_stopped(go())
 
     @staticmethod
     def shutdown(workspace_root: Path | None = None) -> None:

@@ -12,6 +12,25 @@ Ray adds to the niceness its processes inherit from the driver; 0 keeps the driv
 from __future__ import annotations
 
 import os
+import signal
+import threading
+from contextlib import contextmanager
+
+
+@contextmanager
+def keep_stop_handlers():
+    """Keep this process's SIGINT/SIGTERM handlers across the block: ``ray.init`` installs its own SIGTERM
+    handler (exit at once), which would bypass the run's clean stop."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            if handler is not None:
+                signal.signal(s, handler)
 
 
 def init_local_ray(num_cpus: int, **kwargs) -> bool:
@@ -29,5 +48,6 @@ def init_local_ray(num_cpus: int, **kwargs) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_worker_niceness", "0")
-    ray.init(num_cpus=num_cpus, **{"include_dashboard": False, "log_to_driver": False, **kwargs})
+    with keep_stop_handlers():
+        ray.init(num_cpus=num_cpus, **{"include_dashboard": False, "log_to_driver": False, **kwargs})
     return True
