@@ -31,6 +31,8 @@ during an update).
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +151,7 @@ def plan(arch: Arch, *, dtype: str, rows: int, max_model_len: int, cpu_memory_gi
     fixed = weights + working
     if room < per:
         raise ConfigError(
-            f"cluster.vllm.cpu_memory_gib={cpu_memory_gib}: this job cannot fit {machine:.1f} GiB (node {node:.1f}): "
+            f"cluster.vllm.max_model_len={max_model_len}: this job cannot fit {machine:.1f} GiB (node {node:.1f}): "
             f"the {dtype} weights ({weights:.2f} GiB), vLLM's working set ({working:.1f}), the learner "
             f"({learner:.1f}) and Ray/envs ({others:.1f}) leave {max(room, 0):.2f} GiB for a KV cache that needs "
             f"{per:.2f} for one {max_model_len}-token trajectory: lower cluster.vllm.max_model_len, choose a smaller "
@@ -157,7 +159,7 @@ def plan(arch: Arch, *, dtype: str, rows: int, max_model_len: int, cpu_memory_gi
     if str(cpu_memory_gib) == "auto":
         return HostBudget(kv=min(needed, room), **base)
     total = float(cpu_memory_gib)
-    fits = fixed + min(needed, room)
+    fits = math.ceil((fixed + min(needed, room)) * 10) / 10  # what auto gives, rounded up to a value that holds it
     if total - fixed < per:
         raise ConfigError(
             f"cluster.vllm.cpu_memory_gib={total:g}: the {dtype} weights ({weights:.2f} GiB) and vLLM's working set "
@@ -166,9 +168,10 @@ def plan(arch: Arch, *, dtype: str, rows: int, max_model_len: int, cpu_memory_gi
             f"(or auto)")
     if total - fixed > room:
         raise ConfigError(
-            f"cluster.vllm.cpu_memory_gib={total:g}: more than this machine can spare ({fixed + room:.1f} GiB "
-            f"beside the learner {learner:.1f} and Ray/envs {others:.1f}, of {machine:.1f}; node {node:.1f}): "
-            f"set cluster.vllm.cpu_memory_gib={fits:.1f} (or auto)")
+            f"cluster.vllm.cpu_memory_gib={total:g}: more than this machine can spare for the engine "
+            f"({math.floor((fixed + room) * 10) / 10:.1f} GiB beside the learner {learner:.1f} and Ray/envs {others:.1f}, "
+            f"of {machine:.1f}; node {node:.1f}): set cluster.vllm.cpu_memory_gib={fits:.1f} (what auto gives: "
+            f"{min(int(min(needed, room) / per + 1e-9), rows)} of {rows} trajectories at once) or auto")
     return HostBudget(kv=total - fixed, **base)
 
 
@@ -205,6 +208,14 @@ def machine_memory() -> tuple[float, float]:
     return machine, node
 
 
+def context_length(model_path: Path) -> int | None:
+    """``max_position_embeddings`` of the model's ``config.json`` (the longest sequence vLLM accepts), or None."""
+    try:
+        return int(json.loads((Path(model_path) / "config.json").read_text())["max_position_embeddings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | None:
     """The :func:`plan` of a composed ``earthrl train`` / ``eval`` config, or None when its rollout engine is
     not vLLM on a CPU (``cluster.engine`` resolved as the rollout runtime resolves it).
@@ -216,7 +227,8 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
         learner: whether a trainer process holds the policy beside the engine (train; not eval).
 
     Raises:
-        ConfigError: the job does not fit (see :func:`plan`).
+        ConfigError: ``cluster.vllm.max_model_len`` exceeds the model's context, or the job does not fit
+            (see :func:`plan`).
     """
     import torch  # lazy: only jobs that start an engine get here
 
@@ -229,6 +241,11 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
     arch = Arch.from_folder(model_path)
     dtype = resolve_dtype(str(cfg.model.dtype))[0]
     max_len = int(vllm.get("max_model_len", 8192))
+    context = context_length(model_path)
+    if context is not None and max_len > context:
+        raise ConfigError(f"cluster.vllm.max_model_len={max_len} is longer than the model's context "
+                          f"({context} tokens, max_position_embeddings of {model_path}/config.json): set "
+                          f"cluster.vllm.max_model_len={context} or less")
     need = 0.0
     if learner:
         lora = {**cfg.model.lora, **(cfg.algorithm.get("lora") or {})}

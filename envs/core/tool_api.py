@@ -88,17 +88,17 @@ class ToolRunner:
                             scenes, toolset=toolset)
         self.workspace = self.env.workspace
 
-    def call(self, name: str, arguments: dict | None = None, **kw) -> dict:
-        """Run tool ``name`` with ``arguments`` (a dict, or keywords); returns its result (the
-        tool's structured output, e.g. ``{"artifact": ..., "mean": ...}``).
+    def call(self, tool: str, arguments: dict | None = None, /, **kw) -> dict:
+        """Run ``tool`` with ``arguments`` (a dict, or keywords — a tool argument called ``name``
+        too); returns its result (the tool's structured output, e.g. ``{"artifact": ..., "mean": ...}``).
 
         Raises:
             ToolCallError: the call failed (the message names the field and the fix).
         """
         args = {**(arguments or {}), **kw}
-        out = self.env.call(name, args)
+        out = self.env.call(tool, args)
         if out.error:
-            raise ToolCallError(name, args, out.error_kind, out.text)
+            raise ToolCallError(tool, args, out.error_kind, out.text)
         return dict(out.data or {})
 
     def array(self, name: str) -> np.ndarray:

@@ -75,11 +75,15 @@ def test_the_fixed_4_gib_budget_is_refused_for_float32_with_the_value_that_fits(
     with pytest.raises(ConfigError) as err:
         plan(arch, dtype="float32", cpu_memory_gib=4, **kw)
     auto = plan(arch, dtype="float32", cpu_memory_gib="auto", **kw)
-    fits = auto.weights + auto.working + auto.kv
+    fits = math.ceil((auto.weights + auto.working + auto.kv) * 10) / 10  # auto's engine, rounded up to 0.1 GiB
     msg = str(err.value)
     assert msg.startswith("cluster.vllm.cpu_memory_gib=4: the float32 weights (2.35 GiB) and vLLM's working set ")
     assert msg.endswith(f"set cluster.vllm.cpu_memory_gib={fits:.1f} (or auto)") and "\n" not in msg
-    assert plan(arch, dtype="float32", cpu_memory_gib=round(fits, 1) + 0.05, **kw).concurrent == ROWS
+    assert plan(arch, dtype="float32", cpu_memory_gib=fits, **kw).concurrent == ROWS  # the value given holds all rows
+    with pytest.raises(ConfigError) as err:  # more than the machine spares: the same value, and what it holds
+        plan(arch, dtype="float32", cpu_memory_gib=1000, **kw)
+    assert str(err.value).endswith(f"set cluster.vllm.cpu_memory_gib={fits:.1f} (what auto gives: 8 of 8 "
+                                   "trajectories at once) or auto")
 
 
 def test_auto_shrinks_the_cache_to_the_node_and_refuses_when_not_one_trajectory_fits():
@@ -88,7 +92,7 @@ def test_auto_shrinks_the_cache_to_the_node_and_refuses_when_not_one_trajectory_
                  machine=MACHINE, node=7.0)
     room = 7.0 - small.weights - small.working
     assert small.kv == pytest.approx(room) and small.concurrent == math.floor(room / small.per_trajectory) < 64
-    with pytest.raises(ConfigError, match=r"^cluster.vllm.cpu_memory_gib=auto: this job cannot fit 8.0 GiB"):
+    with pytest.raises(ConfigError, match=r"^cluster.vllm.max_model_len=8192: this job cannot fit 8.0 GiB"):
         plan(arch, dtype="float32", rows=8, max_model_len=MAX_LEN, cpu_memory_gib="auto", learner=2.0,
              machine=8.0, node=8.0)
 
@@ -102,6 +106,13 @@ def test_a_budget_that_cannot_fit_stops_before_anything_is_written(tmp_path, tin
     msg = str(err.value)
     assert msg.startswith("cluster.vllm.cpu_memory_gib=1: the float32 weights (") and "\n" not in msg
     assert "less than one 8192-token trajectory" in msg and msg.endswith("(or auto)")
+    context = json.loads((tiny_model / "config.json").read_text())["max_position_embeddings"]
+    with pytest.raises(ConfigError) as err:  # vLLM would refuse it only once Ray and the engine run
+        check_overrides(["model=tiny-llama", "cluster.engine=vllm", f"cluster.vllm.max_model_len={context + 1}",
+                         f"trainer.output_dir={out}"], config_name="train")
+    assert str(err.value).startswith(f"cluster.vllm.max_model_len={context + 1} is longer than the model's context "
+                                     f"({context} tokens, max_position_embeddings of ")
+    assert str(err.value).endswith(f"set cluster.vllm.max_model_len={context} or less")
     with pytest.raises(ConfigError, match=r"^cluster.vllm.cpu_memory_gib=abc must be auto or a number$"):
         check_overrides(["model=tiny-llama", "cluster.vllm.cpu_memory_gib=abc", f"trainer.output_dir={out}"],
                         config_name="train")
