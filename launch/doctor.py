@@ -21,7 +21,7 @@ from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.envs.sandbox.cgroup import pids_controller_root
 from earthrl.launch.arg_parser import OneLineParser
 from earthrl.envs.errors import ConfigError
-from earthrl.launch.host_memory import job_budget
+from earthrl.launch.host_memory import job_budget, train_rows
 from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
 from earthrl.models.dtype import cpu_bf16_flags, resolve_dtype
 from earthrl.rollout.vllm_env import vllm_python
@@ -197,10 +197,8 @@ def check_make_train() -> list[Check]:
         memory = Check("make train memory", False, f"unknown until {TRAIN_MODEL} is fetched (its config.json gives "
                        "the weights and KV cache)", f"earthrl fetch model {TRAIN_MODEL}")
     else:
-        ho = cfg.trainer.heldout
-        rows = max(int(cfg.tasks.tasks_per_step) * int(cfg.algorithm.group_size), int(ho.max_tasks) * int(ho.samples))
         try:
-            plan = job_budget(cfg, path, rows, learner=True)
+            plan = job_budget(cfg, path, train_rows(cfg), learner=True)
             memory = Check("make train memory", True, plan.line() if plan else "the HF engine (no vLLM found): "
                            "no engine budget to plan")
         except ConfigError as exc:

@@ -216,6 +216,14 @@ def context_length(model_path: Path) -> int | None:
         return None
 
 
+def train_rows(cfg) -> int:
+    """Trajectories a training job sends to the engine at once: a GRPO step's ``tasks_per_step ×
+    group_size``, or the held-out batch when it is larger."""
+    ho = cfg.trainer.heldout
+    return max(int(cfg.tasks.tasks_per_step) * int(cfg.algorithm.group_size),
+               int(ho.max_tasks) * int(ho.samples) if int(ho.every) > 0 else 0)
+
+
 def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | None:
     """The :func:`plan` of a composed ``earthrl train`` / ``eval`` config, or None when its rollout engine is
     not vLLM on a CPU (``cluster.engine`` resolved as the rollout runtime resolves it).

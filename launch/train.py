@@ -46,7 +46,7 @@ from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
 from earthrl.launch.verl_config import verl_job
-from earthrl.launch.host_memory import job_budget
+from earthrl.launch.host_memory import job_budget, train_rows
 from earthrl.launch.machine_size import resolve_auto_sizes
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 
@@ -98,10 +98,7 @@ class LocalGRPORecipe:
                 raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
         self.memory = None  # the vLLM engine's host-memory plan on CPU, checked before the warm start
         if str(cfg.backend) != "verl":
-            ho = cfg.trainer.heldout
-            rows = max(int(cfg.tasks.tasks_per_step) * int(cfg.algorithm.group_size),
-                       int(ho.max_tasks) * int(ho.samples) if int(ho.every) > 0 else 0)
-            self.memory = job_budget(cfg, self.model_path, rows, learner=True)
+            self.memory = job_budget(cfg, self.model_path, train_rows(cfg), learner=True)
         self.warm_start = None  # a conf/sft preset whose (cached) SFT checkpoint starts the run
         preset = cfg.trainer.get("warm_start")
         if preset and self.init_from is None and self.resume_from is None:
