@@ -191,7 +191,8 @@ def check_make_train() -> list[Check]:
         cfg = compose_job("config", [f"model={TRAIN_MODEL}", "trainer.warm_start=auto", "trainer.steps=auto"])
     resolve_auto_sizes(cfg)
     dtype, why = resolve_dtype(str(cfg.model.dtype))
-    size = f"trainer.warm_start={cfg.trainer.warm_start}, {cfg.trainer.steps} GRPO steps ({dtype}: {why})"
+    steps = int(cfg.trainer.steps)
+    size = f"trainer.warm_start={cfg.trainer.warm_start}, {steps} GRPO step{'s' * (steps != 1)} ({dtype}: {why})"
     ok, path = _fetched("model", TRAIN_MODEL)
     if not ok:
         memory = Check("make train memory", False, f"unknown until {TRAIN_MODEL} is fetched (its config.json gives "

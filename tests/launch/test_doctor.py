@@ -86,5 +86,5 @@ def test_make_train_lines_name_this_machines_size_and_the_fetch_they_wait_for(tm
     dtype = "bfloat16" if torch.cuda.is_available() or cpu_bf16_flags() else "float32"
     minutes, where = MEASURED[dtype]
     assert time.detail.startswith(f"trainer.warm_start={SIZES[dtype]['trainer.warm_start']}, "
-                                  f"{SIZES[dtype]['trainer.steps']} GRPO steps ({dtype}: auto: ")
+                                  f"{SIZES[dtype]['trainer.steps']} GRPO step{'s' * (SIZES[dtype]['trainer.steps'] != 1)} ({dtype}: auto: ")
     assert f"{minutes:.0f} min measured {where}" in time.detail and time.ok is (minutes <= TIME_BUDGET_MIN)
