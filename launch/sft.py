@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.kill_points import kill_point
 from earthrl.launch import lifecycle
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.sft_data import build_records
@@ -147,6 +148,7 @@ class SFTRecipe:
             lifecycle.at(f"step {k + 1}")
             t = time.perf_counter()
             lr = cosine_lr(k, total, float(s.lr), float(s.lr_min), int(s.warmup_steps))
+            kill_point("update", k + 1)
             m = sft_update(self.policy, self.optimizer, batch, mb, float(s.grad_clip), lr=lr)
             m["step_s"] = time.perf_counter() - t
             history.append(m)
