@@ -45,7 +45,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test,bench]"
 	touch $(STAMP)
 
-# CodeAct's sandbox boundary (README "Security model"): installed as root where apt works;
+# CodeAct's sandbox boundary (docs/security.md): installed as root where apt works;
 # otherwise a message says what to do (non-fatal: the JSON and hierarchical formats run without it).
 bwrap:
 	@if [ -x /usr/bin/bwrap ]; then :; \
@@ -54,7 +54,7 @@ bwrap:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) \
 	    || echo "make: could not install bubblewrap; CodeAct needs it: apt-get install bubblewrap"; \
 	else echo "make: /usr/bin/bwrap is missing; CodeAct needs it: ask an admin to run" \
-	  "'apt-get install bubblewrap' (README, Security model)"; fi
+	  "'apt-get install bubblewrap' (docs/security.md, Installing bubblewrap)"; fi
 
 install: bwrap $(STAMP)
 

@@ -3,7 +3,7 @@
 # installs the gpu extra, runs two verl GRPO steps of Qwen2.5-Coder-0.5B with vLLM on earthrl-mini-core,
 # exports the trained adapter (trained lora_alpha, merged), serves the export with vLLM for one request,
 # and prints tokens/s, step time and GPU memory.   Usage: launch/gpu_smoke.sh [OUT_DIR]
-# NOT RUN YET: no GPU was available while it was written (README: Cluster training (verl)).
+# NOT RUN YET: no GPU was available while it was written (docs/cluster.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-runs/gpu_smoke}"

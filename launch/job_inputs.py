@@ -124,7 +124,7 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
         unknown = [c.name for c in task.reference if c.name not in TOOLS]
         if unknown:
             raise ConfigError(f"{where}task {task.id!r}: field reference: unknown tools {unknown}; "
-                              "tool names: README 'The environment' or earthrl.envs.tools.registry.TOOLS")
+                              "tool names: docs/environment.md or earthrl.envs.tools.registry.TOOLS")
         try:
             if check_data:
                 check_task_data([task.model_dump()], root)

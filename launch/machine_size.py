@@ -17,7 +17,7 @@ from omegaconf import DictConfig, open_dict
 TIME_BUDGET_MIN = 30
 """Minutes ``make train`` may take from a fresh clone on a 2-core machine (install and fetch included)."""
 #: resolved dtype -> (measured minutes of ``make train`` from a fresh clone with an empty cache, where);
-#: the figures ``earthrl doctor`` reports (README, "What make train does and writes")
+#: the figures ``earthrl doctor`` reports (docs/benchmarks.md, "make train")
 MEASURED = {
     "bfloat16": (27.9, "from a fresh clone on an idle 2-core AVX512-BF16/AMX machine"),
     "float32": (31.2, "with model.dtype=float32 forced on a 2-core AVX512-BF16 machine, before the warm start "

@@ -9,7 +9,7 @@ model's chat codec into the agent loop's token layout and labelled per turn
 under the cosine schedule; the checkpoint is written by
 :func:`~earthrl.models.checkpoint.save_checkpoint` (adapter, optimizer, meta), so ``earthrl train
 trainer.init_from=<it>``, ``earthrl eval eval.checkpoint=<it>`` and ``earthrl export <it>`` take it.
-Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (README "Supervised warm start (SFT)").
+Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (docs/sft.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The recipe's skeleton is ``setup → train → export → cleanup``; one step of
 per stage: rollout (``rollout/runtime.py``) → score (``rewards/scoring.py``) → advantages
 (``algorithms/estimators.py``) → update (``algorithms/learner.py``) → push weights → log
 (``rollout/run_logger.py``) → checkpoint (``models/checkpoint.py``). Everything is configured by
-Hydra (``conf/``); see README for overrides and sweeps.
+Hydra (``conf/``); see docs/training.md for overrides and sweeps.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ def run_verl(cfg: DictConfig, vc: DictConfig) -> None:
 
     if not torch.cuda.is_available():
         raise ConfigError("backend=verl needs CUDA GPUs (verl has no CPU rollout backend); the verl config above is "
-                          "composed and checked: run on a GPU node (README: Cluster training), or use backend=local")
+                          "composed and checked: run on a GPU node (docs/cluster.md), or use backend=local")
     os.environ["VERL_USE_EXTERNAL_MODULES"] = VERL_MODULES
     from earthrl.launch.verl_run import main  # lazy: verl's trainer stack, GPU only
 
@@ -230,7 +230,7 @@ def verl_job(cfg: DictConfig, *, model_path: Path, data_root: Path, tasks: list[
         if not torch.cuda.is_available():  # before anything is written
             print(OmegaConf.to_yaml(vc, resolve=True), flush=True)
             raise ConfigError("backend=verl needs CUDA GPUs (verl has no CPU rollout backend); the verl config above "
-                              "is composed and checked: run on a GPU node (README: Cluster training), or use "
+                              "is composed and checked: run on a GPU node (docs/cluster.md), or use "
                               "backend=local (trainer.verl_dry_run=true only prints it)")
         write_verl_dataset(tasks, train_file)
         write_verl_dataset(heldout or tasks[:1], val_file)

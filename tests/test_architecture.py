@@ -1,4 +1,4 @@
-"""Imports flow one way (issue 10): the import-linter contracts of pyproject.toml hold.
+"""Imports flow one way: the import-linter contracts of pyproject.toml hold.
 
 ``launch > algorithms > rewards > rollout > models > envs`` (a layers contract: no lower package
 imports a higher one, in-function imports included), the same inside envs for its sub-packages

@@ -53,7 +53,7 @@ def json_problem(obj: Any, max_depth: int = MAX_JSON_DEPTH) -> tuple[str, str] |
     while stack:
         node, path, depth = stack.pop()
         if depth > max_depth and isinstance(node, (dict, list)):
-            return _short(path), f"nested deeper than {max_depth} levels; task fields nest at most a few levels (README, task file format)"
+            return _short(path), f"nested deeper than {max_depth} levels; task fields nest at most a few levels (docs/tasks.md, Task files)"
         if isinstance(node, str):
             try:
                 node.encode("utf-8")
@@ -308,7 +308,7 @@ def _parse(text: str, where: str) -> Any:
     try:
         doc = json.loads(text, object_pairs_hook=_pairs, parse_int=_int, parse_float=_float, parse_constant=_constant)
     except RecursionError:
-        raise TaskFileError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels; a task is one flat JSON object per line (README, task file format)") from None
+        raise TaskFileError(f"{where}: nested deeper than {MAX_JSON_DEPTH} levels; a task is one flat JSON object per line (docs/tasks.md, Task files)") from None
     except json.JSONDecodeError as e:
         raise TaskFileError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except ValueError as e:

@@ -1,5 +1,5 @@
 """Sensitivity of the mean TVDI to its conventions on EarthRL's real Landsat scenes (the table in
-the README's Science conventions): ``python -m earthrl.envs.core.tvdi_sensitivity`` prints it as Markdown.
+docs/benchmarks.md, TVDI sensitivity): ``python -m earthrl.envs.core.tvdi_sensitivity`` prints it as Markdown.
 
 Each row runs the ``tvdi`` tool through ``env.step`` (json tool calls, real NDVI and LST from the
 ``ndvi`` and ``land_surface_temperature`` tools) with the defaults changed as the row says.

@@ -7,7 +7,7 @@ of Environment 79:213-224: TVDI = (LST - LST_min) / (LST_max - LST_min), with th
 LST_max = a + b·NDVI fitted to the highest LST of each NDVI interval and the wet edge LST_min
 either fitted the same way to the lowest LST of each interval or horizontal at the lowest one
 (Sandholt's Ts_min). LST in K, NDVI unitless. The defaults and their sources are listed in
-:data:`DEFAULTS`' docstring and in the README (Science conventions).
+:data:`DEFAULTS`' docstring and in docs/science.md (TVDI).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start the Ray head of an EarthRL verl cluster on this node (README: Cluster training (verl)).
+# Start the Ray head of an EarthRL verl cluster on this node (docs/cluster.md).
 # Usage: launch/cluster/ray_head.sh [PORT]   (default 6379); then ray_worker.sh HEAD_IP on the other nodes.
 set -euo pipefail
 PORT="${1:-6379}"

@@ -81,8 +81,8 @@ def make_sandbox(tmp_path):
 
 def skip_or_fail_without_bwrap(backend: str) -> None:
     """Bubblewrap is the sandbox boundary and `make` installs it when run as root: there its absence
-    is a broken install and fails the test; a non-root machine may lack it (README, Security model),
-    so the bwrap-only tests skip there, saying so."""
+    is a broken install and fails the test; a non-root machine may lack it (docs/security.md, Installing
+    bubblewrap), so the bwrap-only tests skip there, saying so."""
     import os
 
     if backend == "bwrap":

@@ -102,7 +102,7 @@ def test_system_prompt_is_short_and_complete(data_root, tmp_path):
     assert len(p) <= 1800, len(p)
 
 
-# -- issue 3: error kinds, StepResult contract, formats, episode record ------------------------
+# -- error kinds, StepResult contract, formats, episode record ---------------------------------
 
 def _call(_tool, **arguments):
     return "<tool_call>%s</tool_call>" % json.dumps({"name": _tool, "arguments": arguments})
@@ -201,7 +201,7 @@ def test_codeact_turn_runs_several_calls_in_the_sandbox(data_root, tmp_path, raw
     env.close()
 
 
-# -- internal errors and the raster cap (issue 9) -----------------------------------------------
+# -- internal errors and the raster cap ----------------------------------------------------------
 def _broken_env(data_root, tmp_path, exc: BaseException):
     import dataclasses
 

@@ -77,7 +77,7 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
     assert res.observation.startswith("Only the first tool call of a turn runs; 2 more ignored")
 
 
-# -- input bounds (issue 9) -------------------------------------------------------------------
+# -- input bounds: size, nesting and digit limits checked before decoding --------------------
 from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
                                   count_calls_after_first, first_json_object, strip_fence, tag_body)
 

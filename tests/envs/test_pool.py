@@ -148,7 +148,7 @@ def test_bench_env_step_measures_overhead_beyond_the_tool(data_root, tmp_path):
 
 @pytest.mark.slow
 def test_load_64_concurrent_episodes_leave_no_fd_process_cgroup_or_workspace(data_root):
-    """The suite's version of `earthrl bench load` (README: 256 concurrent, 1,000 episodes)."""
+    """The suite's version of `earthrl bench load` (docs/benchmarks.md: 256 concurrent, 1,000 episodes)."""
     from earthrl.envs.core.bench_load import bench_load
 
     out = bench_load(concurrency=64, episodes=200, workers=2, codeact_episodes=8, data_root=data_root)

@@ -1,4 +1,4 @@
-"""The CodeAct sandbox (EarthRL issues 3 and 9): persistence, tool calls, error kinds, restarts,
+"""The CodeAct sandbox: persistence, tool calls, error kinds, restarts,
 layers and cleanup. Escape attempts (hook on and off) are in ``test_sandbox_escapes.py``, budgets
 in ``test_sandbox_budgets.py``, parent-side link checks in ``test_sandbox_fs.py``."""
 

@@ -1,4 +1,4 @@
-"""Which boundary the CodeAct sandbox gets (EarthRL issue 9): bubblewrap; where it cannot run, a
+"""Which boundary the CodeAct sandbox gets: bubblewrap; where it cannot run, a
 one-line refusal unless allow_weaker, which picks the kernel layers where they work."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Budgets of the CodeAct sandbox, measured and enforced by the parent (EarthRL issue 9): wall time
+"""Budgets of the CodeAct sandbox, measured and enforced by the parent: wall time
 with tool time, tool calls, CPU of all threads, frozen between turns, disk quota, output bytes.
 Each breach is tried with the audit hook on and switched off by the code."""
 

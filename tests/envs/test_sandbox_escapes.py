@@ -1,4 +1,4 @@
-"""Escape attempts against the CodeAct sandbox (EarthRL issue 9): each class is a real attempt,
+"""Escape attempts against the CodeAct sandbox: each class is a real attempt,
 made twice — with the audit hook on, and with the hook switched off by the model's code itself —
 and must fail with E=1 and an observation saying why; the sandbox then still answers
 ``print(1+1)``. With the hook off the refusals come from bubblewrap's namespaces, seccomp
@@ -232,7 +232,7 @@ def test_garbage_on_the_protocol_is_a_violation(make_sandbox, hook):
 
 
 def test_escape_attempt_count(request):
-    """The figure for the issue's note: escape tests in this file x hook on/off."""
+    """The number of escape attempts tested: escape tests in this file x hook on/off."""
     items = [i for i in request.session.items if i.module.__name__ == __name__
              and "hook" in getattr(i, "callspec", type("c", (), {"params": {}})).params]
     assert len(items) >= 2 * 13

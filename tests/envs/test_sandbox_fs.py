@@ -1,4 +1,4 @@
-"""The parent never follows a link out of a workspace (EarthRL issue 9): links planted by the
+"""The parent never follows a link out of a workspace: links planted by the
 sandboxed code (or, where isolation is weaker, by anyone) and then written or read by a tool run
 in the unsandboxed parent leave the outside file unchanged and unread, with a sandbox_violation."""
 

@@ -1,4 +1,4 @@
-"""True areas (issue 13) against pyproj ``Geod`` geodesic polygon areas computed here, cell by
+"""True areas on the file's ellipsoid against pyproj ``Geod`` geodesic polygon areas computed here, cell by
 cell or row by row, on real rasters: a Sentinel-2 water mask reprojected to Web-Mercator
 (EPSG:3857, a projected non-equal-area grid, with rasterio.warp), a Landsat UTM grid, and the
 scene's vector polygons in UTM and in EPSG:3857."""

@@ -1,4 +1,4 @@
-"""One no-data rule in every tool (issue 13): Sentinel-2 DN 0 is no data for
+"""One no-data rule in every tool: Sentinel-2 DN 0 is no data for
 ``radiometric_calibration`` and equally for ``spectral_index`` and ``band_math``. The real
 scene's B03/B04/B08 are copied with a block of DN 0 (as at a tile edge) and a block where only
 B08 is 0; expected values are computed here with numpy."""

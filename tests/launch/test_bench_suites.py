@@ -1,4 +1,4 @@
-"""The ``earthrl bench`` suites of issue 11 (rollout, train, tokens, scaling, all) at their tiniest size
+"""The ``earthrl bench`` suites (rollout, train, tokens, scaling, all) at their tiniest size
 with the tiny model: the numbers they report are consistent with the work done (token counts equal
 max_new_tokens × rows, ratios equal the ratios of the counts and times reported, token counts equal a
 tokenizer count made here). No timed assertion: speed goals are the suites' output, not tests."""

@@ -1,4 +1,4 @@
-"""model.dtype=auto: bf16 only where the hardware computes it natively (issue 11, item 2)."""
+"""model.dtype=auto: bf16 only where the hardware computes it natively (AVX512-BF16/AMX or a GPU); float32 elsewhere."""
 
 import pytest
 
