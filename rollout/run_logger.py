@@ -116,9 +116,14 @@ class RunLogger:
             self.run.log({**images, f"{prefix}/by_skill": table}, step=step)
 
     def finish(self) -> None:
-        """Close the wandb run."""
+        """Close the wandb run and stop wandb's service process (the run's lifecycle stops every process the
+        run started when it ends; a service left running would fail wandb's own exit hook with a traceback)."""
         if self.run is not None:
+            import wandb
+
             self.run.finish()
+            self.run = None
+            wandb.teardown()
 
 
 def format_step(step: int, total: int, m: dict) -> str:

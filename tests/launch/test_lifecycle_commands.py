@@ -11,6 +11,7 @@ signal lands while the work runs.
 from __future__ import annotations
 
 import shlex
+import subprocess
 import signal
 import sys
 import time
@@ -107,3 +108,27 @@ def test_sigterm_stops_bench_load_with_its_ray_workers(tmp_path):
     seen = psutil.Process(proc.pid).children(recursive=True)
     last = _stopped(proc, signal.SIGTERM, lines, seen)
     assert last == f"interrupted at bench load: nothing was written; run {shlex.join(['earthrl', 'bench', *args])} again"
+
+
+LOGGED_JOB = """
+from pathlib import Path
+from earthrl.launch.lifecycle import RunLifecycle
+from earthrl.rollout.run_logger import RunLogger
+
+with RunLifecycle("sft", []):
+    logger = RunLogger(Path({out!r}), "earthrl-test", "t", "offline", {{}})
+    logger.log({{"loss": 1.0}}, step=1)
+    logger.finish()
+print("done", flush=True)
+"""
+
+
+def test_a_run_with_wandb_offline_ends_without_a_traceback(tmp_path):
+    # the lifecycle stops every process the run started at its end, wandb's service among them: the logger
+    # shuts that service down first, so wandb's exit hook has nothing left to fail on
+    proc = subprocess.run([sys.executable, "-c", LOGGED_JOB.format(out=str(tmp_path))], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "done"
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert list(tmp_path.glob("wandb/offline-run-*"))
