@@ -158,17 +158,3 @@ def test_load_64_concurrent_episodes_leave_no_fd_process_cgroup_or_workspace(dat
     assert all(0 < rss < 2048 for rss in out["json_peak_rss_mb_per_actor"] + out["codeact_peak_rss_mb_per_actor"])
     assert out["json_episodes_per_s"] > 0 and out["ok"] is True
 
-
-def test_scripted_policy_plays_the_reference_then_the_answer():
-    from earthrl.envs.core.bench_load import scripted_actions
-
-    task = {**TASK, "reference": [{"name": "spectral_index", "arguments": {"scene": LT, "index": "NDVI"}}],
-            "answer": {"value": 0.7, "unit": ""}}
-    assert scripted_actions(task, "json") == [
-        '<tool_call>{"name": "spectral_index", "arguments": {"scene": "%s", "index": "NDVI"}}</tool_call>' % LT,
-        '<tool_call>{"name": "answer", "arguments": {"value": 0.7, "unit": ""}}</tool_call>']
-    (block,) = scripted_actions(task, "codeact")
-    assert block == ("```python\ntry:\n    spectral_index(**{'scene': '%s', 'index': 'NDVI'})\nexcept Exception as exc:\n"
-                     "    print(exc)\nanswer(**{'value': 0.7, 'unit': ''})\n```" % LT)
-    with pytest.raises(ValueError, match="the load bench scripts json or codeact"):
-        scripted_actions(task, "hierarchical")

@@ -13,14 +13,14 @@ import pytest
 from transformers import AutoTokenizer
 
 from earthrl.algorithms.bench_train import action_similarity, bench_train, similarity
-from earthrl.envs.core.bench_load import scripted_actions
+from earthrl.envs.core.reference_actions import scripted_actions
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import load_suite
 from earthrl.launch.bench import BENCHES, goal_table, main
 from earthrl.launch.bench_scaling import bench_scaling, fit_length
 from earthrl.rollout.bench import bench_rollout
 from earthrl.rollout.bench_inputs import bench_prompts, first_action
-from earthrl.rollout.bench_tokens import codeact_action
+from earthrl.envs.core.reference_actions import codeact_action
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 
