@@ -17,11 +17,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from earthrl.bench.inputs import resolve_model
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
-from earthrl.rollout.bench_inputs import resolve_model
 from earthrl.rollout.chat import ChatCodec
 
 FORMATS = ("json", "codeact")

@@ -8,7 +8,7 @@ import pytest
 
 PROBE = """
 import os, ray
-from earthrl.envs.core.local_ray import init_local_ray
+from earthrl.bench.local_ray import init_local_ray
 started = init_local_ray(1)
 again = init_local_ray(1)
 @ray.remote

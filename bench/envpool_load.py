@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earthrl.envs.core.local_ray import init_local_ray
+from earthrl.bench.local_ray import init_local_ray
 from earthrl.envs.core.pool import EnvPool
 from earthrl.envs.core.reference_actions import scripted_actions
 from earthrl.envs.core.tasks import load_suite
