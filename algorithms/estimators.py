@@ -61,7 +61,7 @@ class TurnBatch:
     Attributes:
         reward: (N,) float32 trajectory reward (``Scores.reward``: outcome, MEFR, HiRS manager).
         group: (N,) int64 dense GRPO group index (the G samples of one task).
-        valid: (N,) bool, False for env_failure trajectories (excluded, advantage 0).
+        valid: (N,) bool, False for faulted trajectories (excluded, advantage 0).
         turn_traj: (M,) int64 trajectory of each turn.
         turn_pos: (M,) int64 position of the turn in its trajectory.
         turn_role_pos: (M,) int64 position among the trajectory's turns of the same role
@@ -118,7 +118,7 @@ class TurnBatch:
         return cls(
             reward=torch.tensor([float(r) for r in scores.reward], dtype=torch.float32),
             group=group_index([t.group for t in trajs]),
-            valid=torch.tensor([not t.env_failure for t in trajs], dtype=torch.bool),
+            valid=torch.tensor([not t.faulted for t in trajs], dtype=torch.bool),
             turn_traj=long_("traj"), turn_pos=long_("pos"), turn_role_pos=long_("role_pos"),
             turn_role=long_("role"), turn_error=bool_("err"), turn_prev_error=bool_("prev"),
             turn_reward=torch.tensor(cols["rew"], dtype=torch.float32))
@@ -182,7 +182,7 @@ def token_advantages(trajs: Sequence, scores, spec) -> list[torch.Tensor]:
 
     Returns:
         N float32 tensors, the i-th of shape (len(trajs[i].token_ids()),): the turn's advantage on
-        its response tokens, 0 on prompt/observation tokens; all-zero for env_failure trajectories.
+        its response tokens, 0 on prompt/observation tokens; all-zero for faulted trajectories.
 
     Raises:
         KeyError: unknown estimator name. ValueError: NaN/inf rewards or scores of another batch.

@@ -118,7 +118,7 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
     unknown = [k for k in cfg.loss_inputs if k not in TOKEN_INPUTS]
     if unknown:
         raise ValueError(f"loss inputs {unknown} cannot be built by the local learner; it builds {sorted(TOKEN_INPUTS)}")
-    keep = [i for i, t in enumerate(trajs) if not t.env_failure and t.turns]
+    keep = [i for i, t in enumerate(trajs) if not t.faulted and t.turns]
     n_tokens = sum(sum(trajs[i].response_mask()) for i in keep)
     extra, loss_kwargs = {}, {}
     for name in cfg.loss_inputs:

@@ -63,7 +63,7 @@ def _sft_data(argv: list[str]) -> None:
 
 
 def _bench(argv: list[str]) -> None:
-    from earthrl.launch.bench import main as bench_main  # lazy: entry point; CLI startup stays fast
+    from earthrl.bench.cli import main as bench_main  # lazy: entry point; CLI startup stays fast
 
     bench_main(argv)
 

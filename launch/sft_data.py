@@ -86,7 +86,7 @@ def _engine_teacher(cfg, tasks, root, ws, teacher, phrasing):
         users = {t["id"]: env.reset(TaskSpec.model_validate(t), phrasing) for t in tasks}
         recs = [from_trajectory(tr, by_id[tr.task_id], system=runtime.system_prompt, user=users[tr.task_id],
                                 action_format=str(cfg.env.action_format), phrasing=phrasing, judge=answer_correct)
-                for tr in trajs if not tr.env_failure]
+                for tr in trajs if not tr.faulted]
     finally:
         env.close()
         RolloutRuntime.shutdown(ws / "workspaces")

@@ -353,7 +353,7 @@ class LocalGRPORecipe:
         under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
         ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
         ``weight_sync`` (LoRA push) and the whole ``step``."""
-        kept = [i for i, t in enumerate(trajs) if not t.env_failure]
+        kept = [i for i, t in enumerate(trajs) if not t.faulted]
         agent = [trajs[i] for i in kept]
         agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
         gen_s = engine_stats["generate_s"]
@@ -374,7 +374,7 @@ class LocalGRPORecipe:
             "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
             "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
             "rollout/mean_turns": turns / max(len(agent), 1),
-            "rollout/env_failures": float(len(trajs) - len(agent)),
+            "rollout/faulted": float(len(trajs) - len(agent)),
             "rollout/logprob_diff": loss_m.pop("logprob_diff"),
             "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
             **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
@@ -388,7 +388,7 @@ class LocalGRPORecipe:
         with (self.output_dir / "rollouts.jsonl").open("a") as f:
             for i, t in enumerate(trajs):
                 f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
-                                    "correct": scores.correct[i], "answer": t.answer, "env_failure": t.env_failure,
+                                    "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
                                     "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
                                     "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                                "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,

@@ -45,8 +45,8 @@ class EpisodeRecord:
         skill: the task's skill id (one of the seven shared skill ids) or ``""``.
         mode: question phrasing the agent saw: ``"IF"``, ``"AP"`` or ``"OW"``.
         action_format: ``"json"``, ``"codeact"``, ``"hierarchical"``, or the source's name.
-        env_failure: the environment failed (not the agent); such records are left out of
-            every metric and counted under ``skipped["env_failure"]``.
+        faulted: a fault outside the agent ended the episode (``Trajectory.faulted``); such records
+            are left out of every metric and counted under ``skipped["faulted"]``.
     """
 
     task_id: str
@@ -57,7 +57,7 @@ class EpisodeRecord:
     skill: str = ""
     mode: str = "AP"
     action_format: str = "json"
-    env_failure: bool = False
+    faulted: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict of the record."""
@@ -94,7 +94,7 @@ class EpisodeRecord:
         correct = answer_correct(answer, task["answer"]) if task.get("answer") is not None else None
         return cls(task_id=traj.task_id, calls=calls, turns=turns, answer=answer, correct=correct,
                    skill=task.get("skill", ""), mode=mode, action_format=action_format,
-                   env_failure=bool(traj.env_failure))
+                   faulted=bool(traj.faulted))
 
     @classmethod
     def from_earthbench_prediction(cls, task_id: str, tool_calls: list | None, answer_text: str | None,

@@ -23,7 +23,7 @@ class Scores:
 
     Attributes:
         reward: N Python floats, the trajectory reward; 0.0 for a trajectory hit by a fault
-            (``Trajectory.env_failure``: the environment failed, not the agent).
+            (``Trajectory.faulted``: something other than the agent failed).
         turn_rewards: N lists of Python floats. With a turn reward in the recipe, the i-th list
             has one value per turn of trajectory i (0.0 for each turn of a faulted one); without
             one, every list is empty.
@@ -57,7 +57,7 @@ def score(trajectories: Sequence, tasks: Mapping[str, dict], spec) -> Scores:
     kw, turn_kw = dict(spec.reward_kwargs or {}), dict(spec.turn_reward_kwargs or {})
     rewards, turn_rewards, correct = [], [], []
     for t in trajectories:
-        if t.env_failure:
+        if t.faulted:
             rewards.append(0.0)
             turn_rewards.append([0.0] * len(t.turns) if turn_fn else [])
             correct.append(False)

@@ -9,7 +9,7 @@ Faults cost only the episodes they hit (never the batch): a dead env actor, a st
 ``env.step_timeout_s``, a dead or raising engine, a step result that carries an
 ``internal_error`` (an EarthRL bug caught by the env) and any exception inside the loop
 itself mark the trajectory (:meth:`Trajectory.mark_failed`) and end its episode; the
-trajectory is then left out of the loss like an env failure.
+trajectory is then ``faulted`` and left out of the loss.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Faults of a training run: per-step counts, the consecutive-failure stop (the test kill points: :mod:`earthrl.envs.kill_points`).
 
 A fault is anything that hits an episode without being the agent's doing (the kinds of
-:data:`earthrl.rollout.trajectory.FAILURE_KINDS`); its trajectory is excluded from the loss
-like an env failure. The run counts them per step (``faults/…`` in metrics.jsonl, ``| faults N
+:data:`earthrl.rollout.trajectory.FAILURE_KINDS`); its trajectory is marked ``faulted`` and
+excluded from the loss. The run counts them per step (``faults/…`` in metrics.jsonl, ``| faults N
 (env 1, engine 1)`` in the step line) and stops with one line after
 ``trainer.max_consecutive_failures`` steps in a row in which every episode failed.
 """
@@ -24,9 +24,9 @@ class RunStopped(ConfigError):
 
 def fault_counts(trajs) -> dict[str, float]:
     """``faults/<kind>`` for every kind and ``faults/total`` over a step's trajectories."""
-    counts = Counter(t.failure for t in trajs if t.env_failure)
+    counts = Counter(t.failure for t in trajs if t.faulted)
     out = {f"faults/{kind}": float(counts.get(kind, 0)) for kind in FAILURE_KINDS}
-    out["faults/total"] = float(sum(1 for t in trajs if t.env_failure))
+    out["faults/total"] = float(sum(1 for t in trajs if t.faulted))
     return out
 
 
@@ -62,7 +62,7 @@ class FailureGuard:
         Raises:
             RunStopped: the limit was reached; the message names the fault kinds and the fix.
         """
-        if trajs and all(t.env_failure for t in trajs):
+        if trajs and all(t.faulted for t in trajs):
             self.streak += 1
         else:
             self.streak = 0

@@ -20,7 +20,7 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
 from earthrl.envs.data.catalog import catalog, missing_hint
 from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
-from earthrl.envs.core.local_ray import keep_stop_handlers
+from earthrl.rollout.ray_signals import keep_stop_handlers
 from earthrl.envs.core.pool import EnvPool
 from earthrl.rollout.chat import ChatCodec
 

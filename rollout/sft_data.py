@@ -8,8 +8,9 @@ format the env was built with: ``json``, ``codeact`` or ``hierarchical``) and to
 
 The oracle builder plays each task's reference workflow through a real
 :class:`~earthrl.envs.core.env.RSEnv` — the scripted policy's actions
-(:func:`~earthrl.envs.core.bench_load.scripted_actions` for json, :func:`~earthrl.rollout.bench_tokens.codeact_action`
-for codeact, the json calls routed manager → specialist for hierarchical) — and keeps the observations the
+(:func:`~earthrl.envs.core.reference_actions.scripted_actions` for json,
+:func:`~earthrl.envs.core.reference_actions.codeact_action` for codeact, the json calls routed
+manager → specialist for hierarchical) — and keeps the observations the
 env returns and the answer its ``answer`` tool records, judged by the caller's checker
 (:func:`earthrl.rewards.outcome.answer_correct` from the launcher; rollout sits below rewards).
 """
@@ -21,11 +22,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from earthrl.envs.core.bench_load import scripted_actions
 from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.rollout.bench_tokens import codeact_action
 
 Judge = Callable[[dict | None, dict], bool]
 """``judge(answer, truth) -> bool``: the env's recorded ``{"value", "unit"}`` against the task's answer dict."""

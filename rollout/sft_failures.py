@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 
 from earthrl.envs.core.env import RSEnv
-from earthrl.rollout.bench_tokens import codeact_action
+from earthrl.envs.core.reference_actions import codeact_action
 from earthrl.rollout.sft_data import (Judge, SFTTrajectory, call_text, finish, reference_calls, route_action, start,
                                       step)
 

@@ -51,6 +51,8 @@ class Turn:
 
 # fields that records written before the scoring stage existed carry; read back, they are dropped
 LEGACY_SCORE_FIELDS = ("reward", "correct", "turn_rewards")
+# fields of older records under their former names; read back, they take the current one
+RENAMED_FIELDS = {"env_failure": "faulted"}
 
 # faults that are not the agent's doing (Trajectory.failure), in the order the step line lists them
 FAILURE_KINDS = ("env_failure", "env_timeout", "engine_failure", "internal_error")
@@ -66,8 +68,10 @@ class Trajectory:
         prompt_ids: system + first user message + generation prompt, as token ids.
         turns: the assistant turns in order.
         answer: {"value", "unit"} from the final ``answer`` action, or None.
-        env_failure: something other than the agent failed, so the trajectory is excluded
-            from the loss, from the rewards' groups and from agent error counts (            EnvPool). One flag for every kind of fault; :attr:`failure` says which.
+        faulted: a fault outside the agent ended the episode (an env actor's death, a step timeout, an
+            engine fault or an internal error), so the trajectory is excluded from the loss, from the
+            rewards' groups and from agent error counts. One flag for every kind of fault; :attr:`failure`
+            says which.
         failure: the kind of fault, set with :meth:`mark_failed`: ``"env_failure"`` (an env
             actor died or lost the episode), ``"env_timeout"`` (a step did not return within
             ``env.step_timeout_s``; its worker was replaced), ``"engine_failure"`` (the rollout
@@ -88,7 +92,7 @@ class Trajectory:
     prompt_ids: list[int]
     turns: list[Turn] = field(default_factory=list)
     answer: dict | None = None
-    env_failure: bool = False
+    faulted: bool = False
     failure: str | None = None
     internal_error: str | None = None
     failure_turn: int | None = None
@@ -97,7 +101,7 @@ class Trajectory:
 
     def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None) -> None:
         """Mark the trajectory as hit by a fault of ``kind`` (one of :data:`FAILURE_KINDS`): it is
-        then excluded from the loss exactly like an env failure (``env_failure`` is set).
+        then excluded from the loss like every faulted trajectory (:attr:`faulted` is set).
 
         Raises:
             ValueError: an unknown kind (names the known ones).
@@ -106,7 +110,7 @@ class Trajectory:
             raise ValueError(f"failure kind {kind!r}: use one of {', '.join(FAILURE_KINDS)}")
         if self.failure is None:  # the first fault is the cause; later ones follow from it
             self.failure, self.internal_error, self.failure_turn = kind, traceback_text, turn
-        self.env_failure = True
+        self.faulted = True
 
     def turn_spans(self) -> list[tuple[int, int]]:
         """``[start, end)`` of each turn's response tokens in :meth:`token_ids` order."""
@@ -166,6 +170,9 @@ class Trajectory:
         data = dict(data)
         for legacy in LEGACY_SCORE_FIELDS:  # scores live in rewards.scoring.Scores now, never on the trajectory
             data.pop(legacy, None)
+        for old, new in RENAMED_FIELDS.items():
+            if old in data:
+                data.setdefault(new, data.pop(old))
         try:
             turns = [Turn(**t) for t in data.pop("turns", [])]
             return cls(**data, turns=turns)

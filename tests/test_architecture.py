@@ -1,7 +1,9 @@
 """Imports flow one way: the import-linter contracts of pyproject.toml hold.
 
-``launch > algorithms > rewards > rollout > models > envs`` (a layers contract: no lower package
-imports a higher one, in-function imports included), the same inside envs for its sub-packages
+``bench > launch > algorithms > rewards > rollout > models > envs`` (a layers contract: no lower package
+imports a higher one, in-function imports included; the benchmark harness ``bench`` is on top, so no
+product module imports it, except the lazy ``earthrl bench`` entry of ``launch.cli``), the same inside
+envs for its sub-packages
 (``suites | benchmarks > core > formats > sandbox > tools > data > root modules``), and no import
 cycle between the modules of a package (acyclic_siblings); our own imports sit at module top unless
 marked ``# lazy: <reason>``. Docs: https://import-linter.readthedocs.io/en/stable/contract_types.html
@@ -18,16 +20,21 @@ from importlinter.cli import lint_imports
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
-LAYERS = ["earthrl.launch", "earthrl.algorithms", "earthrl.rewards", "earthrl.rollout", "earthrl.models", "earthrl.envs"]
+LAYERS = ["earthrl.bench", "earthrl.launch", "earthrl.algorithms", "earthrl.rewards", "earthrl.rollout",
+          "earthrl.models", "earthrl.envs"]
+#: the only product import of the harness: the CLI's lazy entry of `earthrl bench`
+BENCH_ENTRY = ["earthrl.launch.cli -> earthrl.bench.cli"]
 ENVS_LAYERS = ["suites | benchmarks", "core", "formats", "sandbox", "tools", "data",
                "registry | paths | errors | kill_points"]
-PACKAGES = ["envs", "rollout", "rewards", "algorithms", "models", "launch"]
+PACKAGES = ["envs", "rollout", "rewards", "algorithms", "models", "launch", "bench"]
 
 
 def test_contracts_are_the_layers_of_the_design():
     cfg = tomllib.loads(CONFIG.read_text())["tool"]["importlinter"]
     layers = [c for c in cfg["contracts"] if c["type"] == "layers"]
     assert [(c["layers"], c.get("containers")) for c in layers] == [(LAYERS, None), (ENVS_LAYERS, ["earthrl.envs"])]
+    assert [c.get("ignore_imports", []) for c in layers] == [BENCH_ENTRY, []]
+    assert set(cfg["root_packages"]) == {f"earthrl.{p}" for p in PACKAGES}
     # every envs sub-package (folder with an __init__.py) and root module is in a layer
     named = {m.strip() for layer in ENVS_LAYERS for m in layer.split("|")}
     envs = ROOT / "envs"

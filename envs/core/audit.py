@@ -5,7 +5,7 @@ stored answer follows from the data.
 This module holds what every suite's audit shares: the table of documented alternative
 conventions (:data:`CONVENTIONS`), the per-task record (:class:`TaskAudit`), the replay of
 tool calls through the env (:func:`play`, the action texts of the scripted policy
-:func:`~earthrl.envs.core.bench_load.scripted_actions`), the answer given back through the env's
+:func:`~earthrl.envs.core.reference_actions.scripted_actions`), the answer given back through the env's
 ``answer`` tool and judged by the caller's checker (:func:`judge_answer`; the launcher passes
 :func:`earthrl.rewards.outcome.answer_correct`, the check the rewards use), the nearest option of
 a multiple-choice task (:func:`nearest_choice`), and the reports (:func:`summary`,
@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from earthrl.envs.core.bench_load import scripted_actions
+from earthrl.envs.core.reference_actions import scripted_actions
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.tools.registry import TOOLS
 

@@ -30,7 +30,7 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.registry import Registry
 from earthrl.envs.paths import data_dir
 
-BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.mini", "earthrl.envs.benchmarks.earthbench", "earthrl.envs.benchmarks.thinkgeo")
+BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.earthrl_mini", "earthrl.envs.benchmarks.earthbench", "earthrl.envs.benchmarks.thinkgeo")
 
 #: Skill ids of the skill tree (lead's shared contract); built-in suites use only these.
 SKILLS = ("spectral_index", "lst_inversion", "water_flood", "vegetation_drought", "change_trend",

@@ -3,7 +3,7 @@ reference workflow through :class:`~earthrl.envs.core.env.RSEnv` and compare the
 with the stored answer (shared parts: :mod:`earthrl.envs.core.audit`).
 
 The value of a task is computed as the suite computes its answer
-(:mod:`earthrl.envs.suites.mini`): the task's template skeleton (matched by task id; a
+(:mod:`earthrl.envs.suites.earthrl_mini`): the task's template skeleton (matched by task id; a
 multiple-choice twin ``<id>/mc`` by its numeric parent) maps the structured results of the
 reference calls to the answer, rounded to the template's decimals. For a twin the nearest option
 to that number is the answer given back; for a template's own choice task the letter it derives.
@@ -23,7 +23,7 @@ from earthrl.envs.core.audit import (CONVENTIONS, Auditor, Convention, Evaluatio
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.suites.audit_exact import threshold_value
-from earthrl.envs.suites.mini import _one_thread, skeletons
+from earthrl.envs.suites.earthrl_mini import _one_thread, skeletons
 from earthrl.envs.suites.templates import Skeleton, SuiteData
 
 

@@ -6,7 +6,7 @@ the function, the instance state (scene/date, index, band, threshold, statistic,
 comes from the data. Templates register with :func:`template` naming the tools their workflow
 uses; a template whose tools are not registered (yet) is skipped with a note, so the suite
 builds whatever the tool set allows. Answers are not computed here (see
-:mod:`earthrl.envs.suites.mini`).
+:mod:`earthrl.envs.suites.earthrl_mini`).
 """
 
 from __future__ import annotations

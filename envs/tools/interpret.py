@@ -11,7 +11,7 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.mini import compare, compute_index
+from earthrl.envs.tools.mini_toolset import compare, compute_index
 from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, load_vector, out_name,
                                        write_raster)
 
@@ -191,7 +191,7 @@ class WaterArgs(Args):
 def water_mask(ctx: ToolContext, args: WaterArgs) -> ToolResult:
     """uint8 mask 1 where the water index (NDWI McFeeters 1996 or MNDWI Xu 2006, spyndex) exceeds
     ``threshold`` (default 0), 255 nodata; a pixel exactly on ``threshold`` is out (the tie rule
-    of :func:`earthrl.envs.tools.mini.threshold_mask`). Output ``water_<index>_gt<t>_<scene>``.
+    of :func:`earthrl.envs.tools.mini_toolset.threshold_mask`). Output ``water_<index>_gt<t>_<scene>``.
 
     Raises:
         ToolError: index not NDWI/MNDWI; the sensor lacks its bands.
@@ -211,6 +211,6 @@ class VegArgs(Args):
                sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], **_AI)
 def vegetation_mask(ctx: ToolContext, args: VegArgs) -> ToolResult:
     """uint8 mask 1 where NDVI (spyndex) > ``threshold`` (default 0.3), 255 nodata; a pixel exactly
-    on ``threshold`` is out (the tie rule of :func:`earthrl.envs.tools.mini.threshold_mask`).
+    on ``threshold`` is out (the tie rule of :func:`earthrl.envs.tools.mini_toolset.threshold_mask`).
     Output ``veg_ndvi_gt<t>_<scene>``."""
     return _index_mask(ctx, args.scene, "NDVI", args.threshold, "veg")

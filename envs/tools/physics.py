@@ -1,5 +1,5 @@
 """Physical & GIS Analytics tools (SimCRAFT domain; HiRS family PRA): named spectral indices
-(spyndex, through :func:`earthrl.envs.tools.mini.spectral_index`), fractional vegetation cover,
+(spyndex, through :func:`earthrl.envs.tools.mini_toolset.spectral_index`), fractional vegetation cover,
 land-surface temperature (NDVI^THM emissivity, optional single-channel atmospheric correction),
 TVDI (Sandholt et al. 2002; arithmetic in ``tvdi_core``), terrain (xarray-spatial slope/aspect, Horn hillshade),
 zonal statistics and areas per class.
@@ -15,7 +15,7 @@ from pydantic import Field
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.calibration import parse_mtl
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.mini import IndexArgs, spectral_index
+from earthrl.envs.tools.mini_toolset import IndexArgs, spectral_index
 from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, out_name, same_grid, valid_values,
                                        write_raster)
 from earthrl.envs.tools.preprocess import to_dataarray
@@ -47,7 +47,7 @@ def _named(index: str):
     def fn(ctx: ToolContext, args: SceneArgs) -> ToolResult:
         return spectral_index(ctx, IndexArgs(scene=args.scene, index=index))
 
-    fn.__doc__ = (f"{index} of a scene via :func:`earthrl.envs.tools.mini.spectral_index` (spyndex formula, "
+    fn.__doc__ = (f"{index} of a scene via :func:`earthrl.envs.tools.mini_toolset.spectral_index` (spyndex formula, "
                   f"bands as reflectance 0-1); writes float32 ``{index.lower()}_<scene>`` in [-1, 1] "
                   "(EVI may exceed it). Raises ToolError when the sensor lacks a band.")
     fn.__name__ = fn.__qualname__ = index.lower()

@@ -5,7 +5,7 @@ pydantic argument model (→ JSON Schema, OpenAI function format) and the metada
 and skill tree use: SimCRAFT domain (one of :data:`DOMAINS`), HiRS specialist family
 (:data:`FAMILIES`: SPA surface parsing, PRA physical retrieval, SAA statistical analytics),
 skills (:data:`SKILLS`), accepted sensors, valid value range and output kind
-(:data:`OUTPUT_KINDS`). The real tools live in :mod:`earthrl.envs.tools.mini` (the eleven tools of
+(:data:`OUTPUT_KINDS`). The real tools live in :mod:`earthrl.envs.tools.mini_toolset` (the eleven tools of
 ``earthrl-mini``) and the family modules (``preprocess``, ``physics``, ``timeseries``, ``interpret``,
 ``stats``, ``vector``, ``viz``); :data:`TOOLS` imports them on its first read.
 """
@@ -94,7 +94,7 @@ class Tool:
 
 #: the tool modules, in prompt order; importing one registers its tools.
 TOOL_MODULES = tuple(f"earthrl.envs.tools.{m}" for m in (
-    "mini", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz"))
+    "mini_toolset", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz"))
 TOOLS: Registry = Registry("tool", TOOL_MODULES)
 
 

@@ -15,7 +15,7 @@ from pydantic import Field
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.catalog import read_band
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.mini import compute_index
+from earthrl.envs.tools.mini_toolset import compute_index
 from earthrl.envs.tools.common import (call_hash, decimal_years, fmt, load_layer, load_series,
                                        out_name, parents, same_grid, write_raster)
 from earthrl.envs.tools.preprocess import bqa_field
@@ -49,7 +49,7 @@ class SeriesArgs(Args):
                skills=["change_trend", "vegetation_drought", "water_flood"], output_kind="series",
                sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"], **_ST)
 def index_time_series(ctx: ToolContext, args: SeriesArgs) -> ToolResult:
-    """For each scene (date order): the index (:func:`earthrl.envs.tools.mini.compute_index`, spyndex)
+    """For each scene (date order): the index (:func:`earthrl.envs.tools.mini_toolset.compute_index`, spyndex)
     averaged over valid pixels that are clear (:func:`clear_pixels`) when ``clear_only``; a scene
     without such pixels gets null. Writes series ``ts_<index>_<hash>`` with ``dates``, ``values``,
     ``scenes``, ``clear_px``.

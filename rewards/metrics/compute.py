@@ -28,7 +28,7 @@ Modes:
   :data:`earthrl.envs.benchmarks.earthbench.OFFICIAL_TASK_IDS`); missing predictions are
   skipped (not scored).
 
-Records with ``env_failure`` are left out of every metric; records of tasks without a
+Records with ``faulted`` set are left out of every metric; records of tasks without a
 reference are left out too. What was left out is listed under ``result["skipped"]``.
 """
 
@@ -182,7 +182,7 @@ def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Seque
 
     Returns:
         ``{"mode", "n_tasks", "n_records", "metrics": {name: {"value", "ci95": [low, high], "n"}},
-        "skipped": {"env_failure": [ids], "no_reference": [ids], "missing_prediction": [ids],
+        "skipped": {"faulted": [ids], "no_reference": [ids], "missing_prediction": [ids],
         "outside_tasks": int, "efficiency_inf": [ids], "no_turns": int}}``. ``n`` is the
         number of episodes (or, for ratio metrics, of episodes with a non-zero denominator)
         that entered the metric; a metric with none has value NaN.
@@ -201,7 +201,7 @@ def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Seque
     if unknown:
         raise ValueError(f"unknown metrics {unknown}; registered: {', '.join(METRICS)}")
 
-    skipped = {"env_failure": [], "no_reference": [], "missing_prediction": [], "outside_tasks": 0,
+    skipped = {"faulted": [], "no_reference": [], "missing_prediction": [], "outside_tasks": 0,
                "efficiency_inf": [], "no_turns": 0, "no_calls": 0, "not_judged": 0}
     scored: list[tuple[EpisodeRecord, list[dict], bool]] = []  # (record, reference, is_missing)
     seen = set()
@@ -210,13 +210,13 @@ def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Seque
             skipped["no_reference"].append(rec.task_id)
         elif rec.task_id not in wanted:
             skipped["outside_tasks"] += 1
-        elif rec.env_failure:
-            skipped["env_failure"].append(rec.task_id)
+        elif rec.faulted:
+            skipped["faulted"].append(rec.task_id)
         else:
             scored.append((rec, list(references[rec.task_id]), False))
             seen.add(rec.task_id)
     for tid in universe:
-        if tid in seen or tid in skipped["env_failure"]:
+        if tid in seen or tid in skipped["faulted"]:
             continue
         if tid not in references:
             if tid not in skipped["no_reference"]:

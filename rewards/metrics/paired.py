@@ -28,11 +28,11 @@ from earthrl.rewards.metrics.compute import METRICS, enters_metric
 def _per_task(records: Sequence[EpisodeRecord], references: Mapping[str, Sequence[dict]], metric: str):
     """``{task_id: [numerator sum, denominator sum]}`` of ``metric`` over the task's episodes
     (a mean metric's denominator is the episode count); which episodes enter is
-    :func:`~earthrl.rewards.metrics.compute.enters_metric`, env failures left out, as in compute_all."""
+    :func:`~earthrl.rewards.metrics.compute.enters_metric`, faulted records left out, as in compute_all."""
     spec = METRICS[metric]
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for rec in records:
-        if rec.env_failure or not enters_metric(spec, rec):
+        if rec.faulted or not enters_metric(spec, rec):
             continue
         v = spec.fn(rec, list(references.get(rec.task_id, [])))
         num, den = (float(v[0]), float(v[1])) if spec.ratio else (float(v), 1.0)

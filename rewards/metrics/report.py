@@ -118,7 +118,7 @@ def build_earthbench_report(pred_dir: Path, earthbench: Path, *, mode: str = "ea
 
 # keys of compute_all's "skipped" -> what they mean in the report
 SKIPPED_LABELS = {
-    "env_failure": "trajectories the environment failed (out of every metric)",
+    "faulted": "trajectories ended by a fault outside the agent (out of every metric)",
     "no_reference": "tasks without reference calls (out of the call metrics)",
     "missing_prediction": "tasks without a prediction (0 in the earthrl mode, skipped in the earthbench mode)",
     "outside_tasks": "predictions for tasks outside the scored set",

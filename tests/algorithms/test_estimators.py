@@ -19,7 +19,7 @@ def _run(name, trajs, s, **cfg):
 def _tap_batch():
     win = traj([turn(), turn(error=True), turn()])
     lose = traj([turn(error=True), turn()])
-    broken = traj([turn()], env_failure=True)  # excluded: its reward must not shift the group
+    broken = traj([turn()], faulted=True)  # excluded: its reward must not shift the group
     return [win, lose, broken], scores([1.0, 0.0, 50.0])
 
 
@@ -59,7 +59,7 @@ def test_token_advantages_end_to_end_mefr_tap():
     rec = {"artifacts": [], "docs_opened": [], "skills_opened": []}
     good = traj([turn(), turn(error=True), turn(n_obs=0)], answer={"value": 12.5, "unit": "%"}, record=rec)
     bad = traj([turn(), turn(n_obs=0)], answer={"value": 99, "unit": "%"}, record=rec)
-    gone = traj([turn(n_obs=0)], env_failure=True)
+    gone = traj([turn(n_obs=0)], faulted=True)
     spec = AlgorithmSpec.from_config({"estimator": "grpo_tap", "reward": "mefr",
                                       "advantage": {"eps": 0.0, "std_floor": 0.01}})
     trajs = [good, bad, gone]

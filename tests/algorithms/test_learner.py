@@ -55,7 +55,7 @@ def test_pack_builds_only_the_inputs_the_loss_asks_for():
         pack(trajs, adv, LearnerConfig(loss_inputs=("error_mask",)))
 
 
-def test_single_epoch_is_unclipped_policy_gradient_and_skips_env_failures(tiny_model):
+def test_single_epoch_is_unclipped_policy_gradient_and_skips_faulted_trajectories(tiny_model):
     calls = []
     m = _update(_learner(tiny_model, ppo_epochs=1), [1.0, -1.0, 5.0], before_step=lambda: calls.append(1))
     assert m["clip_frac"] == 0.0 and m["grad_norm"] > 0 and calls == [1]

@@ -18,7 +18,7 @@ from earthrl.envs.core.audit import (CONVENTIONS, Convention, audit_task, conven
                                      nearest_choice, with_overrides)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import save_tasks_file
-from earthrl.envs.suites import mini as suite_mini
+from earthrl.envs.suites import earthrl_mini as suite_mini
 from earthrl.envs.suites.audit import MiniAuditor, audit_mini
 from earthrl.launch.audit_cmd import main as audit_main
 from earthrl.rewards.outcome import answer_correct
@@ -173,7 +173,7 @@ def test_threshold_answer_is_rederived_independently_of_the_tools(data_root, tmp
     the same way, reproduce it (here ``>`` counting pixels on the threshold, as ``>=``)."""
     import operator
 
-    from earthrl.envs.tools import mini as mini_tools
+    from earthrl.envs.tools import mini_toolset as mini_tools
 
     task = next(t for t in suite_mini.build(data_root, templates=["s2_builtup_share"]).tasks
                 if t.id.endswith("NDBI_gt0.1/km2"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from earthrl.bench.fuzz_cases import TASK, codeact_parse_problem, step_problem
 from earthrl.envs.core.env import RSEnv
-from earthrl.envs.core.fuzz_cases import TASK, codeact_parse_problem, step_problem
 
 CORPUS = Path(__file__).parents[1] / "fuzz_corpus"
 ROWS = [json.loads(line) for p in sorted(CORPUS.glob("*.jsonl"))

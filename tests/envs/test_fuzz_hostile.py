@@ -10,9 +10,9 @@ import json
 import pytest
 from hypothesis import given
 
+from earthrl.bench.fuzz_cases import (TASK, codeact_tool_turns, fuzz_settings, hostile_arguments,
+                                      step_problem)
 from earthrl.envs.core.env import RSEnv
-from earthrl.envs.core.fuzz_cases import (TASK, codeact_tool_turns, fuzz_settings, hostile_arguments,
-                                          step_problem)
 from earthrl.envs.tools.registry import TOOLS
 
 S2 = "S2_T33UUU_20170216"

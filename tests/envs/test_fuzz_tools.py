@@ -9,8 +9,8 @@ import json
 import pytest
 from hypothesis import given
 
+from earthrl.bench.fuzz_cases import TASK, fuzz_settings, step_problem, tool_arguments
 from earthrl.envs.core.env import RSEnv
-from earthrl.envs.core.fuzz_cases import TASK, fuzz_settings, step_problem, tool_arguments
 from earthrl.envs.tools.registry import TOOLS
 
 EXECUTE_TOOLS = ("resample", "reproject", "crop_bbox", "mosaic", "band_math", "threshold_mask",

@@ -18,8 +18,8 @@ from rasterio.transform import from_origin
 
 from earthrl.envs.data import catalog
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.suites.mini import run_reference
-from earthrl.envs.tools.mini import compute_index
+from earthrl.envs.suites.earthrl_mini import run_reference
+from earthrl.envs.tools.mini_toolset import compute_index
 
 S2 = "S2_T33UUU_20170216"
 

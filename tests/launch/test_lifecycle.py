@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from earthrl.envs.core.local_ray import keep_stop_handlers
+from earthrl.rollout.ray_signals import keep_stop_handlers
 from earthrl.launch.lifecycle import PROCESS_FILE, reap_leftovers
 from tests.launch.test_train_e2e import VARYING_REWARD
 

@@ -32,7 +32,7 @@ def records():
         EpisodeRecord("t2", calls=[c("lst", s=2), c("load", s=2), c("mean"), c("mean")], turns=turns(False, False),
                       answer={"value": 2}, correct=False, skill="lst_inversion", mode="IF"),
         # an environment failure: never scored
-        EpisodeRecord("t3", calls=[], turns=turns(True), correct=False, env_failure=True, skill="x"),
+        EpisodeRecord("t3", calls=[], turns=turns(True), correct=False, faulted=True, skill="x"),
     ]
 
 
@@ -40,7 +40,7 @@ def test_default_mode_values_hand_computed():
     res = compute_all(records(), REFS, n_resamples=200)
     m = res["metrics"]
     assert set(m) == set(METRICS)
-    assert res["skipped"]["env_failure"] == ["t3"] and res["skipped"]["missing_prediction"] == []
+    assert res["skipped"]["faulted"] == ["t3"] and res["skipped"]["missing_prediction"] == []
     # t3 is in the universe but its only record is an env failure: neither scored nor "missing"
     assert m["accuracy"]["value"] == pytest.approx(0.5) and m["accuracy"]["n"] == 2
     # efficiency: t1 2/2 = 1, t2 4/3 -> mean (1 + 4/3)/2 = 7/6
@@ -104,7 +104,7 @@ def test_breakdown_by_skill_and_mode():
     assert sorted(by_skill) == ["lst_inversion", "spectral_index", "x"]
     assert by_skill["spectral_index"]["metrics"]["accuracy"]["value"] == 1.0
     assert by_skill["lst_inversion"]["metrics"]["accuracy"]["value"] == 0.0
-    assert by_skill["x"]["skipped"]["env_failure"] == ["t3"]
+    assert by_skill["x"]["skipped"]["faulted"] == ["t3"]
     by_mode = breakdown(records(), REFS, by=lambda r: r.mode, metrics=["psr"], n_resamples=50)
     assert by_mode["AP"]["metrics"]["psr"]["value"] == 1.0 and by_mode["IF"]["metrics"]["psr"]["value"] == 0.0
 

@@ -41,7 +41,7 @@ def test_from_trajectory_builds_calls_turns_and_judges_answer():
     assert [t["observation_tokens"] for t in rec.turns] == [5, 30, 8, 0]
     # |0.425 - 0.42| = 0.005 <= tolerance 0.01
     assert rec.correct is True
-    assert (rec.skill, rec.mode, rec.action_format, rec.env_failure) == ("spectral_index", "AP", "json", False)
+    assert (rec.skill, rec.mode, rec.action_format, rec.faulted) == ("spectral_index", "AP", "json", False)
 
 
 def test_from_trajectory_uses_tool_call_when_turn_logged_no_calls():
@@ -87,11 +87,11 @@ def test_hallucinated_path_counts_and_other_errors_do_not():
     assert m.hallucinated_calls(rec) == (1, 3)
 
 
-def test_env_failure_and_missing_task_answer():
+def test_faulted_trajectory_and_missing_task_answer():
     traj = make_traj()
-    traj.env_failure = True
+    traj.faulted = True
     rec = EpisodeRecord.from_trajectory(traj, {"id": "t1"}, mode="AP", action_format="codeact")
-    assert rec.env_failure is True and rec.correct is None and rec.skill == ""
+    assert rec.faulted is True and rec.correct is None and rec.skill == ""
 
 
 def test_to_dict_round_trip():

@@ -77,3 +77,10 @@ def test_records_written_with_scores_on_the_trajectory_still_read_back():
     t = traj([turn()], answer=RIGHT)
     legacy = {**t.to_dict(), "reward": 1.0, "correct": True, "turn_rewards": []}  # before the scoring stage
     assert Trajectory.from_dict(legacy) == t and "reward" not in t.to_dict()
+
+
+def test_records_written_before_the_faulted_flag_read_back():
+    t = traj([turn()], answer=RIGHT)
+    t.mark_failed("env_timeout")
+    old = {k if k != "faulted" else "env_failure": v for k, v in t.to_dict().items()}  # the flag's former name
+    assert "env_failure" in old and Trajectory.from_dict(old) == t

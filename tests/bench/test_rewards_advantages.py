@@ -1,6 +1,9 @@
+"""``earthrl bench algorithms`` (bench/rewards_advantages.py): the synthetic batch and the cost of the score
+and advantage stages."""
+
 import pytest
 
-from earthrl.algorithms.bench import bench_algorithms, synthetic_batch
+from earthrl.bench.rewards_advantages import bench_algorithms, synthetic_batch
 
 
 def test_synthetic_batch_has_exact_token_counts():

@@ -4,7 +4,7 @@ earthrl-mini (RS-Claw-Evolution's token comparison).
 Each task's reference workflow is played in both formats through :class:`~earthrl.envs.core.env.RSEnv`
 in execute mode (real tool outputs): JSON as one ``<tool_call>`` a turn and then the answer, CodeAct as
 one Python block that prints each call's result and ends with ``answer(...)``
-(:func:`codeact_action`). Tokens are counted with the model's tokenizer: an action's tokens are its
+(:func:`~earthrl.envs.core.reference_actions.codeact_action`). Tokens are counted with the model's tokenizer: an action's tokens are its
 text's ids, an observation's tokens its text's ids, an episode's tokens the whole context the model
 reads and writes: the first prompt (system prompt of the format + question, chat template) plus every
 action with its end-of-turn token and every observation's template delta
@@ -17,24 +17,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from earthrl.envs.core.bench_load import scripted_actions
+from earthrl.bench.inputs import resolve_model
 from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
-from earthrl.rollout.bench_inputs import resolve_model
 from earthrl.rollout.chat import ChatCodec
 
 FORMATS = ("json", "codeact")
-
-
-def codeact_action(task: dict) -> str:
-    """The reference workflow as one CodeAct block: ``print(tool(k=v, …))`` per call, then ``answer(…)``."""
-    def call(name: str, args: dict) -> str:
-        return f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
-
-    answer = {"value": task["answer"]["value"], "unit": task["answer"].get("unit", "")}
-    lines = [f"print({call(c['name'], c['arguments'])})" for c in task["reference"]] + [call("answer", answer)]
-    return "```python\n" + "\n".join(lines) + "\n```"
 
 
 def actions(task: dict, action_format: str) -> list[str]:

@@ -12,25 +12,8 @@ Ray adds to the niceness its processes inherit from the driver; 0 keeps the driv
 from __future__ import annotations
 
 import os
-import signal
-import threading
-from contextlib import contextmanager
 
-
-@contextmanager
-def keep_stop_handlers():
-    """Keep this process's SIGINT/SIGTERM handlers across the block: ``ray.init`` installs its own SIGTERM
-    handler (exit at once), which would bypass the run's clean stop."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in saved.items():
-            if handler is not None:
-                signal.signal(s, handler)
+from earthrl.rollout.ray_signals import keep_stop_handlers
 
 
 def init_local_ray(num_cpus: int, **kwargs) -> bool:

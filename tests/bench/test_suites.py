@@ -1,7 +1,8 @@
-"""The ``earthrl bench`` suites (rollout, train, tokens, scaling, all) at their tiniest size
-with the tiny model: the numbers they report are consistent with the work done (token counts equal
-max_new_tokens × rows, ratios equal the ratios of the counts and times reported, token counts equal a
-tokenizer count made here). No timed assertion: speed goals are the suites' output, not tests."""
+"""The ``earthrl bench`` command (bench/cli.py: options, goals) and its model suites (rollout, train,
+tokens, scaling, all) at their tiniest size with the tiny model: the numbers they report are consistent
+with the work done (token counts equal max_new_tokens × rows, ratios equal the ratios of the counts and
+times reported, token counts equal a tokenizer count made here). No timed assertion: speed goals are the
+suites' output, not tests."""
 
 from __future__ import annotations
 
@@ -12,15 +13,14 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from earthrl.algorithms.bench_train import action_similarity, bench_train, similarity
-from earthrl.envs.core.bench_load import scripted_actions
+from earthrl.bench.cli import BENCHES, goal_table, main
+from earthrl.bench.engine_speed import bench_rollout
+from earthrl.bench.grpo_step import action_similarity, bench_train, similarity
+from earthrl.bench.inputs import bench_prompts, first_action
+from earthrl.bench.step_scaling import bench_scaling, fit_length
 from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import load_suite
-from earthrl.launch.bench import BENCHES, goal_table, main
-from earthrl.launch.bench_scaling import bench_scaling, fit_length
-from earthrl.rollout.bench import bench_rollout
-from earthrl.rollout.bench_inputs import bench_prompts, first_action
-from earthrl.rollout.bench_tokens import codeact_action
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 
@@ -167,7 +167,7 @@ def test_goal_label_names_the_sizes_measured():
                                             "directory); choose a writable path"),
 ])
 def test_bench_options_are_checked_before_any_work(argv, error, monkeypatch, capsys):
-    import earthrl.launch.bench as bench
+    import earthrl.bench.cli as bench
 
     def never(*a, **k):
         raise AssertionError("a suite started")
@@ -180,7 +180,7 @@ def test_bench_options_are_checked_before_any_work(argv, error, monkeypatch, cap
 
 
 def test_bench_out_folder_is_created_up_front_and_a_folder_is_refused(tmp_path, monkeypatch, capsys):
-    import earthrl.launch.bench as bench
+    import earthrl.bench.cli as bench
 
     monkeypatch.setattr(bench, "run_suite", lambda suite, options: {"ndvi": {"ratio": 1.79}})
     main(["env", "--size", "2", "--out", str(tmp_path / "new" / "r.json")])

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from earthrl.envs.core.local_ray import init_local_ray
-from earthrl.envs.paths import data_dir
+from earthrl.bench.local_ray import init_local_ray
 from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.paths import data_dir
 
 LT = "LT50350322008174PAC01"
 ACTION = '<tool_call>{"name": "raster_stats", "arguments": {"name": "%s:b4"}}</tool_call>' % LT

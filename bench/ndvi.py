@@ -2,7 +2,7 @@
 
 The tool path is what ``spectral_index``/``ndvi`` compute per call: both bands through
 :func:`earthrl.envs.data.catalog.reflectance` (uint16 DN -> float32 reflectance in one pass), the
-spyndex NDVI formula (:func:`earthrl.envs.tools.mini.compute_index`) and the inf -> NaN cleanup. The
+spyndex NDVI formula (:func:`earthrl.envs.tools.mini_toolset.compute_index`) and the inf -> NaN cleanup. The
 bands are read from uncompressed GeoTIFFs once and cached before timing (both sides then work on
 the same in-memory uint16 arrays); writing the output GeoTIFF is timed apart (``write_s``) since
 the bare baseline writes nothing.
@@ -18,7 +18,7 @@ import numpy as np
 
 from earthrl.envs.data import catalog
 from earthrl.envs.data.artifacts import ArtifactRegistry
-from earthrl.envs.tools.mini import compute_index
+from earthrl.envs.tools.mini_toolset import compute_index
 
 
 def _best(fns, repeats: int) -> list[float]:

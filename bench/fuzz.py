@@ -1,6 +1,6 @@
 """`earthrl bench fuzz`: the long fuzz run of ``env.step`` and the parsers' linearity.
 
-Cases (hypothesis, fixed seed, :mod:`earthrl.envs.core.fuzz_cases`), split over: model outputs in the
+Cases (hypothesis, fixed seed, :mod:`earthrl.bench.fuzz_cases`), split over: model outputs in the
 ``json`` (30 %) and ``hierarchical`` (20 %) formats, ``codeact`` turns through its parser only
 (15 %), arguments of every tool in ``mock`` mode (25 %), of the raster tools in ``execute``
 mode (5 %, hostile values among them), and codeact turns that call a tool with hostile values in
@@ -57,7 +57,7 @@ def linearity() -> dict:
     """``{class: t(32k)/t(3.2k)}`` for the once-quadratic inputs through ``extract_call`` /
     ``parse_route`` / ``parse_codeact``, and the seconds of the parser stages on 1 MB inputs."""
     # lazy: fuzz_cases imports hypothesis (the test extra)
-    from earthrl.envs.core.fuzz_cases import attack_text
+    from earthrl.bench.fuzz_cases import attack_text
 
     parsers = {"whitespace_in_tag": extract_call, "route_whitespace": parse_route,
                "deep_list": extract_call, "many_braces": extract_call,
@@ -84,7 +84,7 @@ def bench_fuzz(n: int = 2000) -> dict:
     from hypothesis import given
 
     # lazy: fuzz_cases imports hypothesis (the test extra)
-    from earthrl.envs.core.fuzz_cases import (TASK, codeact_parse_problem, codeact_tool_turns, fuzz_settings,
+    from earthrl.bench.fuzz_cases import (TASK, codeact_parse_problem, codeact_tool_turns, fuzz_settings,
                                               hostile_arguments, model_outputs, step_problem, tool_arguments)
 
     kinds: collections.Counter = collections.Counter()

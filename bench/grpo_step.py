@@ -1,7 +1,7 @@
 """``earthrl bench train``: EarthRL's local GRPO step against TRL's ``GRPOTrainer`` on the same work.
 
 The same single-turn task for both: B real earthrl-mini-core first-turn prompts
-(:func:`~earthrl.rollout.bench_inputs.bench_prompts`), G samples each of exactly ``max_new_tokens``
+(:func:`~earthrl.bench.inputs.bench_prompts`), G samples each of exactly ``max_new_tokens``
 tokens (EarthRL: a stop id the model cannot sample; TRL: ``min_new_tokens``), temperature 1, the same
 reward (:func:`action_similarity`: how close the completion is to the task's reference first call),
 the same model, dtype, LoRA (the model config's rank, alpha and targets), β, learning rate, one
@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
 from earthrl.algorithms.estimators import token_advantages
 from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
@@ -35,7 +36,6 @@ from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.models.policy import Policy
 from earthrl.rewards.scoring import score
-from earthrl.rollout.bench_inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
 from earthrl.rollout.hf_engine import HFEngine, SamplingParams
 from earthrl.rollout.trajectory import Trajectory, Turn
 

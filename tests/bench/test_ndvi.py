@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from earthrl.bench.ndvi import bench_ndvi
 from earthrl.envs.data import catalog
-from earthrl.envs.tools.bench_ndvi import bench_ndvi
 
 
 def test_bench_ndvi_small_matches_numpy_and_cleans_up():

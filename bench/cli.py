@@ -37,32 +37,32 @@ from earthrl.launch.arg_parser import OneLineParser
 BENCHES: Registry = Registry("benchmark suite")
 """Suite name -> [(measurement name, "module:function", {CLI option -> keyword})]."""
 BENCHES.register("env", [
-    ("ndvi", "earthrl.envs.tools.bench_ndvi:bench_ndvi", {"size": "size"}),
-    ("env_step", "earthrl.envs.core.bench_step:bench_env_step", {"n": "n"}),
-    ("sandbox", "earthrl.envs.sandbox.bench:bench_sandbox", {"n": "n"}),
+    ("ndvi", "earthrl.bench.ndvi:bench_ndvi", {"size": "size"}),
+    ("env_step", "earthrl.bench.env_step:bench_env_step", {"n": "n"}),
+    ("sandbox", "earthrl.bench.sandbox_exec:bench_sandbox", {"n": "n"}),
 ])
 BENCHES.register("fuzz", [
-    ("env_step", "earthrl.envs.core.bench_fuzz:bench_fuzz", {"n": "n"}),
+    ("env_step", "earthrl.bench.fuzz:bench_fuzz", {"n": "n"}),
 ])
 BENCHES.register("algorithms", [
-    ("rewards_advantages", "earthrl.algorithms.bench:bench_algorithms", {"batch": "batch", "tokens": "tokens"}),
+    ("rewards_advantages", "earthrl.bench.rewards_advantages:bench_algorithms", {"batch": "batch", "tokens": "tokens"}),
 ])
 BENCHES.register("load", [
-    ("envpool_load", "earthrl.envs.core.bench_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
+    ("envpool_load", "earthrl.bench.envpool_load:bench_load", {"n": "episodes", "concurrency": "concurrency"}),
 ])
 MODEL_OPTIONS = {"model": "model", "rows": "rows", "max_new_tokens": "max_new_tokens"}
 BENCHES.register("rollout", [
-    ("engines", "earthrl.rollout.bench:bench_rollout", MODEL_OPTIONS),
+    ("engines", "earthrl.bench.engine_speed:bench_rollout", MODEL_OPTIONS),
 ])
 BENCHES.register("train", [
-    ("grpo_step", "earthrl.algorithms.bench_train:bench_train",
+    ("grpo_step", "earthrl.bench.grpo_step:bench_train",
      {**MODEL_OPTIONS, "group_size": "group_size", "steps": "steps"}),
 ])
 BENCHES.register("tokens", [
-    ("codeact_vs_json", "earthrl.rollout.bench_tokens:bench_tokens", {"model": "model", "n": "n"}),
+    ("codeact_vs_json", "earthrl.bench.action_tokens:bench_tokens", {"model": "model", "n": "n"}),
 ])
 BENCHES.register("scaling", [
-    ("local_step", "earthrl.launch.bench_scaling:bench_scaling",
+    ("local_step", "earthrl.bench.step_scaling:bench_scaling",
      {"model": "model", "max_new_tokens": "max_new_tokens", "out_dir": "out_dir"}),
 ])
 

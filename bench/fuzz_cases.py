@@ -4,7 +4,7 @@ hostile values (:data:`HOSTILE_JSON`, :data:`HOSTILE_PY`), the attack classes th
 step, and the invariant every step must keep (:func:`step_problem`).
 
 Used by the fuzz tests (``tests/envs/test_fuzz_*.py``, fixed seed, a few hundred examples) and by
-``earthrl bench fuzz`` (:mod:`earthrl.envs.core.bench_fuzz`, ≥ 10,000 cases). Needs ``hypothesis``
+``earthrl bench fuzz`` (:mod:`earthrl.bench.fuzz`, ≥ 10,000 cases). Needs ``hypothesis``
 (the ``test`` extra).
 """
 

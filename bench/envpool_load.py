@@ -13,41 +13,16 @@ and every episode ended with its answer.
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import tempfile
 import time
 from pathlib import Path
 
-from earthrl.envs.core.local_ray import init_local_ray
+from earthrl.bench.local_ray import init_local_ray
 from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.core.reference_actions import scripted_actions
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
-
-
-def scripted_actions(task: dict, action_format: str) -> list[str]:
-    """The scripted policy: the reference calls, then the answer, as action texts.
-
-    The mock engine names artifacts by call (``spectral_index_<hash>``), not as the real tools do,
-    so a reference call that names an earlier output is a ``hallucinated_path`` error observation
-    in mock mode (counted in ``error_steps``); the episode still ends with its answer.
-
-    Args:
-        task: a TaskSpec dict.
-        action_format: "json" (one ``<tool_call>`` a turn) or "codeact" (one Python block).
-
-    Raises:
-        ValueError: another action format.
-    """
-    answer = {"name": "answer", "arguments": {"value": task["answer"]["value"], "unit": task["answer"].get("unit", "")}}
-    calls = list(task["reference"]) + [answer]
-    if action_format == "json":
-        return ["<tool_call>" + json.dumps({"name": c["name"], "arguments": c["arguments"]}) + "</tool_call>"
-                for c in calls]
-    if action_format == "codeact":  # a failing call is printed, the block goes on to the answer
-        lines = [f"try:\n    {c['name']}(**{c['arguments']!r})\nexcept Exception as exc:\n    print(exc)" for c in calls[:-1]]
-        return ["```python\n" + "\n".join(lines + [f"answer(**{answer['arguments']!r})"]) + "\n```"]
-    raise ValueError(f"action_format={action_format!r}: the load bench scripts json or codeact")
 
 
 async def _episode(pool, task: dict, k: int, actions: list[str], limit: asyncio.Semaphore) -> dict:

@@ -13,7 +13,7 @@ Runners, one process at a time (each is started, measured and stopped before the
                       process; skipped when there is none
 
 Prompts: real earthrl-mini-core first-turn prompts and their second turns
-(:func:`~earthrl.rollout.bench_inputs.bench_prompts`). Lengths: the only stop id is one the model
+(:func:`~earthrl.bench.inputs.bench_prompts`). Lengths: the only stop id is one the model
 cannot sample (and vLLM runs with ``ignore_eos``), so every row generates ``max_new_tokens``
 tokens; tokens are counted from what each runner returned. Sampling at temperature 1, top-p 1, as
 in training. Goals: EarthRL with vLLM ≥ 2× its HF engine; EarthRL's vLLM engine ≥ 90 %
@@ -33,9 +33,9 @@ from pathlib import Path
 
 import torch
 
-from earthrl.envs.core.local_ray import init_local_ray
+from earthrl.bench.inputs import bench_prompts, resolve_model, unreachable_stop_id
+from earthrl.bench.local_ray import init_local_ray
 from earthrl.models.dtype import resolve_dtype
-from earthrl.rollout.bench_inputs import bench_prompts, resolve_model, unreachable_stop_id
 from earthrl.rollout.engines import ENGINES, make_engine
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.vllm_engine import DEFAULT_KV_CACHE_GIB

@@ -1,7 +1,7 @@
 """``earthrl bench scaling``: EarthRL's local GRPO step time against group size, turns and prompt length.
 
 One variable at a time around a base point (group size 4, 1 turn, 512 prompt tokens; one task per
-step), each point one step of :class:`~earthrl.algorithms.bench_train.LocalStep` (engine generate,
+step), each point one step of :class:`~earthrl.bench.grpo_step.LocalStep` (engine generate,
 score, advantages, update, LoRA push) after one warm-up step, on a real earthrl-mini-core prompt
 cut to its last ``prompt_tokens`` tokens (repeated from its start when longer) and, for turns > 1, the
 real observation delta of its second turn after each turn. Written as JSON (the results) and a
@@ -13,8 +13,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from earthrl.algorithms.bench_train import LocalStep, model_lora
-from earthrl.rollout.bench_inputs import bench_prompts, resolve_model
+from earthrl.bench.grpo_step import LocalStep, model_lora
+from earthrl.bench.inputs import bench_prompts, resolve_model
 
 BASE = {"group_size": 4, "turns": 1, "prompt_tokens": 512}
 GRID = {"group_size": (2, 4, 8), "turns": (1, 2, 3), "prompt_tokens": (256, 512, 1024)}
