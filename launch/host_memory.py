@@ -40,6 +40,7 @@ from pathlib import Path
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.memory import GIB, Arch
 from earthrl.models.dtype import resolve_dtype
+from earthrl.models.lora import merge_lora
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 ENGINE_RUNTIME_GIB = 1.9
@@ -256,7 +257,7 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
                           f"cluster.vllm.max_model_len={context} or less")
     need = 0.0
     if learner:
-        lora = {**cfg.model.lora, **(cfg.algorithm.get("lora") or {})}
+        lora = merge_lora(cfg.model.lora, cfg.algorithm.get("lora"))
         need = learner_gib(arch, dtype, int(lora["rank"]), list(lora["target_modules"]),
                            int(cfg.algorithm.micro_batch_size), max_len, bool(cfg.model.gradient_checkpointing))
     machine, node = machine_memory()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
 from earthrl.envs.errors import ConfigError
@@ -32,6 +32,7 @@ from earthrl.launch.sft_data import build_records
 from earthrl.models.checkpoint import save_checkpoint
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.export import export_merged
+from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.run_logger import RunLogger
@@ -118,7 +119,7 @@ class SFTRecipe:
         print(f"sft examples ({cfg.sft.mode}): " + ", ".join(f"{k} {v}" for k, v in self.counts.items()), flush=True)
         dtype, why = resolve_dtype(str(cfg.model.dtype))
         print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why})", flush=True)
-        lora = OmegaConf.to_container(cfg.model.lora, resolve=True)
+        lora = merge_lora(cfg.model.lora)  # SFT has no algorithm group: model.lora as it is
         self.policy = Policy(str(self.model_path), lora, dtype=dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(cfg.sft.lr),

@@ -42,6 +42,7 @@ from earthrl.launch.job_inputs import (check_job_config, data_root, holds_run, l
 from earthrl.rollout.runtime import RolloutRuntime
 from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 from earthrl.models.dtype import resolve_dtype
+from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
@@ -91,7 +92,7 @@ class LocalGRPORecipe:
             raise ConfigError(str(exc)) from exc
         self.init_from = None
         if self.cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
-            lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+            lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
             try:
                 self.init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
             except (FileNotFoundError, ValueError) as exc:
@@ -151,7 +152,7 @@ class LocalGRPORecipe:
             why = "trainer.init_from is set" if self.init_from is not None else f"resuming from {self.resume_from}"
             print(f"trainer.warm_start={cfg.trainer.warm_start} ignored: {why}", flush=True)
         if self.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
-            lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True), **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+            lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
             self.init_from = check_init_checkpoint(ensure_warm_start(cfg, self.warm_start), lora)
         self.config_dict = start_run_folder(cfg, self.output_dir)
         lifecycle.attach(self.output_dir)  # stops what a killed run left here; records this run's processes
@@ -161,8 +162,7 @@ class LocalGRPORecipe:
         shutil.rmtree(self.output_dir / "workspaces", ignore_errors=True)  # what a killed run's episodes left
 
         # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
-        lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
-                **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+        lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
         if self.memory is not None:
             print(self.memory.line(), flush=True)
         self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,

@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.models.lora import merge_lora
 
 VERL_MODULES = "earthrl.algorithms.verl_plugin,earthrl.rollout.verl_loop"
 """``VERL_USE_EXTERNAL_MODULES`` of every Ray worker: estimators, losses and the agent loop."""
@@ -56,8 +57,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     from earthrl.algorithms.verl_reward import __file__ as reward_file  # lazy: imports the rewards stack
 
     alg, cl, v = cfg.algorithm, cfg.cluster, cfg.cluster.verl
-    lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
-            **OmegaConf.to_container(alg.lora, resolve=True)}
+    lora = merge_lora(cfg.model.lora, alg.lora)
     loss = alg.policy_loss
     out_dir = Path(cfg.trainer.output_dir)
     prompts = int(cfg.tasks.tasks_per_step)
@@ -190,8 +190,7 @@ def memory_estimate(cfg: DictConfig, model_path: Path):
 
     arch = job_arch(cfg, model_path)
     v = cfg.cluster.verl
-    lora = {**OmegaConf.to_container(cfg.model.lora, resolve=True),
-            **OmegaConf.to_container(cfg.algorithm.lora, resolve=True)}
+    lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
     return estimate(arch, gpus=int(v.n_gpus_per_node) * int(v.nnodes), card_gib=float(v.gpu_memory_gib),
                     lora_rank=int(lora["rank"]), lora_targets=list(lora["target_modules"]),
                     micro_batch=int(v.micro_batch_size_per_gpu),

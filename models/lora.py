@@ -3,18 +3,45 @@
 Defaults target every attention and MLP projection of Llama/Qwen2 blocks. One base model
 can carry several named adapters (one per role: manager, specialist, planner, executor);
 :func:`attach_lora` adds a further named adapter to a model that already has one.
+:func:`merge_lora` gives the settings a run trains with (``model.lora`` and ``algorithm.lora``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from peft import LoraConfig, PeftModel, get_peft_model
+from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:
+    from peft import LoraConfig, PeftModel
 
 #: Attention and MLP projections of Llama / Qwen2 / SmolLM2 decoder blocks.
 DEFAULT_TARGET_MODULES: tuple[str, ...] = (
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
 )
+
+
+def merge_lora(model_lora: Mapping, override: Mapping | None = None) -> dict:
+    """The LoRA settings a run trains with: ``model.lora`` with each key ``override`` sets in its place
+    (``algorithm.lora``: an algorithm may size its own adapter, e.g. HiRS VG-HRL rank 64, alpha 128).
+
+    Args:
+        model_lora: ``{"rank", "alpha", "dropout", "target_modules"}``, the keywords of :func:`lora_config`;
+            a dict or an omegaconf ``DictConfig`` (resolved).
+        override: some of those keys (a dict or a ``DictConfig``), or None / empty: ``model_lora`` as it is.
+
+    Returns:
+        A new plain dict (lists, not ``ListConfig``); neither argument is modified.
+    """
+    return {**_plain(model_lora), **_plain(override)}
+
+
+def _plain(node: Mapping | None) -> dict:
+    """``node`` as a new dict of plain values (a sequence as a list); None: {}."""
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    return {k: list(v) if isinstance(v, Sequence) and not isinstance(v, str) else v for k, v in (node or {}).items()}
 
 
 def lora_config(
@@ -34,6 +61,8 @@ def lora_config(
     Raises:
         ValueError: rank or alpha not positive, dropout outside [0, 1), empty targets.
     """
+    from peft import LoraConfig  # lazy: peft imports torch and transformers; merge_lora serves the config checks
+
     if rank <= 0:
         raise ValueError(f"LoRA rank must be > 0, got {rank}")
     if alpha <= 0:
@@ -61,6 +90,8 @@ def attach_lora(model, cfg: LoraConfig, adapter_name: str = "default") -> PeftMo
         ValueError: none of ``cfg.target_modules`` names a module of ``model`` (lists the
             linear layer names that exist), or ``adapter_name`` already exists.
     """
+    from peft import PeftModel, get_peft_model  # lazy: peft imports torch and transformers
+
     base = model.get_base_model() if isinstance(model, PeftModel) else model
     leaf_names = {name.rsplit(".", 1)[-1] for name, mod in base.named_modules() if type(mod).__name__ == "Linear"}
     wanted = set(cfg.target_modules) if not isinstance(cfg.target_modules, str) else None
