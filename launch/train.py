@@ -3,7 +3,9 @@
 The recipe's skeleton is ``setup → train → export → cleanup``; one step of ``train`` is one call
 per stage: rollout (``rollout/runtime.py``) → score (``rewards/scoring.py``) → advantages
 (``algorithms/estimators.py``) → update (``algorithms/learner.py``) → push weights → log
-(``rollout/run_logger.py``) → checkpoint (``models/checkpoint.py``). Everything is configured by
+(``rollout/run_logger.py``) → held-out evaluation when due (:class:`HeldoutEval`) → checkpoint
+(``models/checkpoint.py``). :meth:`LocalGRPORecipe.validate` returns the job's :class:`TrainInputs`; the
+sampling stage returns a :class:`StepBatch` that the update and log stages take. Everything is configured by
 Hydra (``conf/``); see docs/training.md for overrides and sweeps.
 """
 
@@ -13,6 +15,7 @@ import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -47,13 +50,110 @@ from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.models.export import export_merged
 from earthrl.launch.verl_config import verl_job
-from earthrl.launch.host_memory import job_budget, train_rows
+from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
 from earthrl.launch.machine_size import resolve_auto_sizes
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 
 
+@dataclass(frozen=True)
+class TrainInputs:
+    """What :meth:`LocalGRPORecipe.validate` resolved and checked for one ``earthrl train`` job (nothing was
+    written or started to get it)."""
+
+    model_path: Path  # the model folder (a backend=verl dry run's may not exist yet: verl_dry_run_path)
+    data_root: Path  # the data folder of tasks.data
+    spec: AlgorithmSpec  # the algorithm group's names resolved (reward, turn reward, estimator, policy loss)
+    tasks: list[dict]  # the tasks.split tasks, in suite order
+    heldout_tasks: list[dict]  # the first trainer.heldout.max_tasks of trainer.heldout.split; [] when .every is 0
+    output_dir: Path  # the run folder, trainer.output_dir
+    lora: dict  # the adapter's settings: model.lora overridden by algorithm.lora (merge_lora)
+    dtype: str  # the compute dtype model.dtype resolves to on this machine (learner and engine)
+    dtype_why: str  # why, for the start-up line
+    resume_from: Path | None  # the checkpoint trainer.resume picked
+    init_from: Path | None  # the checked trainer.init_from checkpoint, whose adapter starts the run
+    warm_start: str | None  # the conf/sft preset whose (cached) SFT checkpoint starts the run, built at setup;
+    #                         None when unset or ignored (beside trainer.init_from or a resume)
+    memory: HostBudget | None  # the vLLM engine's host-memory plan on a CPU; None: another engine, a GPU, verl
+    sized: tuple[str, ...]  # one line per `auto` size resolved (printed at setup)
+
+    def finished_step(self, steps: int) -> int | None:
+        """The step of :attr:`resume_from` when it already reached ``steps`` (``trainer.steps``: the run is
+        finished, nothing to train), else None."""
+        if self.resume_from is None:
+            return None
+        step = checkpoint_step(self.resume_from)
+        return step if step >= steps else None
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One step's sampled and scored trajectories (:meth:`LocalGRPORecipe.sample_batch`): what the update
+    and the log stages take."""
+
+    trajs: list  # the trajectories of every sampling round, in order (group_size per task)
+    scores: Scores  # one entry per trajectory
+    keep: list[int]  # indices into trajs of those the update uses (all of them without group filtering)
+    filter_metrics: dict[str, float]  # filter/kept_groups, …_all_correct_groups, …_all_wrong_groups, filter/rounds
+    #                                   with algorithm.filter_groups.enabled; else {}
+    engine_stats: dict  # the batching client's stats summed over the rounds (generate_s, generated_tokens, …)
+    score_s: float  # seconds spent scoring, part of the sampling's wall time
+
+
+@dataclass(frozen=True)
+class HeldoutEval:
+    """The held-out stage of the step loop (``trainer.heldout``): after every ``every``-th step and the last
+    one, the held-out tasks rolled out with the current weights, their report written to
+    ``<output_dir>/heldout/step_NNNNNN/`` and one console line."""
+
+    cfg: DictConfig  # trainer.heldout, trainer.steps, seed, env.action_format, algorithm.max_turns
+    tasks: list[dict]  # TrainInputs.heldout_tasks
+    output_dir: Path  # the run folder
+    runtime: RolloutRuntime  # holds the policy's current weights
+
+    def due(self, step: int) -> bool:
+        """Whether the held-out tasks run after step ``step`` (1-based)."""
+        every = int(self.cfg.trainer.heldout.every)
+        return every > 0 and (step % every == 0 or step == int(self.cfg.trainer.steps))
+
+    def after_step(self, bar, step: int) -> dict[str, float]:
+        """Evaluate when :meth:`due`, with one line on ``bar``; returns the ``heldout/…`` metrics ({} when not due)."""
+        if not self.due(step):
+            return {}
+        m = self.evaluate(step)
+        bar.write(f"held-out ({len(self.tasks)} {self.cfg.trainer.heldout.split} tasks): "
+                  f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
+                  f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
+        return m
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """Roll out the held-out tasks with the current weights and write their report to
+        ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``. The RNG state is
+        restored afterwards: evaluating must not change what training does next (exact resume)."""
+        saved = rng_state()
+        try:
+            ho = self.cfg.trainer.heldout
+            trajs, _ = self.runtime.rollout(self.tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
+                                            int(self.cfg.seed), group_prefix="heldout/",
+                                            max_turns=self.cfg.algorithm.max_turns)
+            entries = [{"task_id": t.task_id, "mode": ho.phrasing, "action_format": self.cfg.env.action_format,
+                        "trajectory": t.to_dict()} for t in trajs]
+            report = build_report(entries, {t["id"]: t for t in self.tasks}, n_resamples=int(ho.bootstrap),
+                                  seed=int(self.cfg.seed))
+            folder = self.output_dir / "heldout" / f"step_{step:06d}"
+            folder.mkdir(parents=True, exist_ok=True)
+            with (folder / "trajectories.jsonl").open("w") as f:
+                f.writelines(json.dumps(e) + "\n" for e in entries)
+            write_report(report, folder, plots=False)
+            return flat_metrics(report, "heldout")
+        finally:
+            set_rng_state(saved)
+
+
 class LocalGRPORecipe:
     """GRPO with a LoRA policy on one machine: Ray local cluster, HF engine actor, EnvPool actors.
+
+    ``validate()`` returns the job's :class:`TrainInputs`; ``setup(inputs)`` starts everything from them;
+    ``train()`` runs the steps.
 
     Args:
         cfg: the composed Hydra config (see ``conf/config.yaml``).
@@ -61,50 +161,66 @@ class LocalGRPORecipe:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
-        self.sized: list[str] = []  # what `auto` sizes resolved to (printed once, at setup)
+        self.inputs: TrainInputs | None = None  # what validate() returned, given to setup()
+        self.adapter_from: Path | None = None  # the checkpoint whose adapter started the run (init_from.json)
+        self.config_dict: dict | None = None  # the resolved config (config.yaml; the loggers and checkpoints record it)
+        self.guard: FailureGuard | None = None
+        self.runtime: RolloutRuntime | None = None
+        self.policy: Policy | None = None
+        self.optimizer: torch.optim.AdamW | None = None
+        self.learner: Learner | None = None
+        self.heldout: HeldoutEval | None = None
+        self.logger: RunLogger | None = None
+        self.start_step = 0  # the first step to train: a resumed checkpoint's step, else 0
 
     # ------------------------------------------------------------------ setup
-    def validate(self) -> None:
-        """Check everything that can be checked before anything is written.
+    def validate(self) -> TrainInputs:
+        """Check everything that can be checked before anything is written; returns what it resolved.
+
+        Nothing is written or started. ``cfg`` itself changes in one way: an ``auto`` among
+        ``trainer.warm_start`` / ``trainer.steps`` is replaced by its value for this machine
+        (:func:`resolve_auto_sizes`), the value the run folder's config.yaml and the warm start record.
 
         Raises:
             ConfigError: with one line naming the field and the fix.
         """
         cfg = self.cfg
-        self.sized += resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
+        sized = resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
         check_job_config(cfg, "train")
-        self.model_path = self.verl_dry_run_path() or model_path(cfg)
-        self.data_root = data_root(cfg)
-        self.validate_algorithm()
-        self.tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, self.data_root)
+        dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
+        model = self.verl_dry_run_path() or model_path(cfg)
+        root = data_root(cfg)
+        spec = self.algorithm_spec()
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root)
         ho = cfg.trainer.heldout
-        self.heldout_tasks = []
+        heldout = []
         if int(ho.every) > 0:
-            held = load_tasks(cfg.tasks.name, ho.split, self.data_root, split_key="trainer.heldout.split")
-            self.heldout_tasks = held[: int(ho.max_tasks)]
-        self.output_dir = Path(cfg.trainer.output_dir)
-        if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(self.output_dir):
-            raise ConfigError(f"trainer.output_dir={self.output_dir} already holds a run (checkpoints/ or metrics.jsonl): "
+            heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split")[: int(ho.max_tasks)]
+        output_dir = Path(cfg.trainer.output_dir)
+        if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(output_dir):
+            raise ConfigError(f"trainer.output_dir={output_dir} already holds a run (checkpoints/ or metrics.jsonl): "
                               "continue it with trainer.resume=auto, or choose another (or an empty) trainer.output_dir")
         try:
-            self.resume_from = resolve_resume(str(cfg.trainer.resume), self.output_dir / "checkpoints")
+            resume_from = resolve_resume(str(cfg.trainer.resume), output_dir / "checkpoints")
         except FileNotFoundError as exc:
             raise ConfigError(str(exc)) from exc
-        self.init_from = None
-        if self.cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
-            lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
+        lora = merge_lora(cfg.model.lora, cfg.algorithm.get("lora"))
+        init_from = None
+        if cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
             try:
-                self.init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
+                init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
             except (FileNotFoundError, ValueError) as exc:
                 raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
-        self.memory = None  # the vLLM engine's host-memory plan on CPU, checked before the warm start
-        if str(cfg.backend) != "verl":
-            self.memory = job_budget(cfg, self.model_path, train_rows(cfg), learner=True)
-        self.warm_start = None  # a conf/sft preset whose (cached) SFT checkpoint starts the run
+        # the vLLM engine's host-memory plan on CPU, checked before the warm start
+        memory = job_budget(cfg, model, train_rows(cfg), learner=True) if str(cfg.backend) != "verl" else None
+        warm_start = None
         preset = cfg.trainer.get("warm_start")
-        if preset and self.init_from is None and self.resume_from is None:
+        if preset and init_from is None and resume_from is None:
             warm_start_folder(cfg, str(preset))  # the preset exists
-            self.warm_start = str(preset)
+            warm_start = str(preset)
+        return TrainInputs(model_path=model, data_root=root, spec=spec, tasks=tasks, heldout_tasks=heldout,
+                           output_dir=output_dir, lora=lora, dtype=dtype, dtype_why=dtype_why, resume_from=resume_from,
+                           init_from=init_from, warm_start=warm_start, memory=memory, sized=tuple(sized))
 
     def verl_dry_run_path(self) -> Path | None:
         """``model.path`` of a ``backend=verl`` dry run whose path does not exist yet (not downloaded) but
@@ -120,87 +236,80 @@ class LocalGRPORecipe:
             return None if (stand_in / "config.json").is_file() else stand_in  # job_arch says so
         return None if Path(cfg.model.path).expanduser().exists() else Path(cfg.model.path)
 
-    def finished_step(self) -> int | None:
-        """The step of the checkpoint ``trainer.resume`` picked when it already reached ``trainer.steps``
-        (the run is finished: nothing to train), else None. Call after :meth:`validate`."""
-        if self.resume_from is None:
-            return None
-        step = checkpoint_step(self.resume_from)
-        return step if step >= int(self.cfg.trainer.steps) else None
-
-    def validate_algorithm(self) -> None:
-        """Build the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` from the ``algorithm`` group
-        and resolve every name through it (reward, turn reward, estimator, policy loss, action format).
+    def algorithm_spec(self) -> AlgorithmSpec:
+        """The recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec`, built from the ``algorithm`` group,
+        with every name resolved through it (reward, turn reward, estimator, policy loss, action format).
 
         Raises:
             ConfigError: an unknown name (with the registered ones) or a bad key, naming the field.
         """
         try:
-            self.spec = AlgorithmSpec.from_config(OmegaConf.to_container(self.cfg.algorithm, resolve=True))
-            self.spec.check(str(self.cfg.env.action_format))
+            spec = AlgorithmSpec.from_config(OmegaConf.to_container(self.cfg.algorithm, resolve=True))
+            spec.check(str(self.cfg.env.action_format))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        return spec
 
-    def setup(self) -> None:
-        """Start Ray, the engine and env actors, the policy and optimizer; resume if asked."""
+    def setup(self, inputs: TrainInputs) -> None:
+        """Start Ray, the engine and env actors, the policy and optimizer from what :meth:`validate`
+        returned; resume if asked."""
         cfg = self.cfg
-        self.validate()
+        self.inputs = inputs
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
-        for line in self.sized:
+        for line in inputs.sized:
             print(line, flush=True)
-        if cfg.trainer.get("warm_start") and not self.warm_start:
-            why = "trainer.init_from is set" if self.init_from is not None else f"resuming from {self.resume_from}"
+        if cfg.trainer.get("warm_start") and not inputs.warm_start:
+            why = "trainer.init_from is set" if inputs.init_from is not None else f"resuming from {inputs.resume_from}"
             print(f"trainer.warm_start={cfg.trainer.warm_start} ignored: {why}", flush=True)
-        if self.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
-            lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
-            self.init_from = check_init_checkpoint(ensure_warm_start(cfg, self.warm_start), lora)
-        self.config_dict = start_run_folder(cfg, self.output_dir)
-        lifecycle.attach(self.output_dir)  # stops what a killed run left here; records this run's processes
-        if self.init_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
-            (self.output_dir / "init_from.json").write_text(json.dumps(
-                {"checkpoint": str(self.init_from), "warm_start": self.warm_start}, indent=2))
-        shutil.rmtree(self.output_dir / "workspaces", ignore_errors=True)  # what a killed run's episodes left
+        self.adapter_from = inputs.init_from
+        if inputs.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
+            self.adapter_from = check_init_checkpoint(ensure_warm_start(cfg, inputs.warm_start), inputs.lora)
+        out = inputs.output_dir
+        self.config_dict = start_run_folder(cfg, out)
+        lifecycle.attach(out)  # stops what a killed run left here; records this run's processes
+        if self.adapter_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
+            (out / "init_from.json").write_text(json.dumps(
+                {"checkpoint": str(self.adapter_from), "warm_start": inputs.warm_start}, indent=2))
+        shutil.rmtree(out / "workspaces", ignore_errors=True)  # what a killed run's episodes left
 
-        # the algorithm may set its own adapter size (HiRS VG-HRL: rank 64, alpha 128)
-        lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
-        if self.memory is not None:
-            print(self.memory.line(), flush=True)
-        self.runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,
-                                      kv_cache_gib=self.memory.kv if self.memory is not None else None)
+        if inputs.memory is not None:
+            print(inputs.memory.line(), flush=True)
+        self.runtime = RolloutRuntime(cfg, inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
+                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
-        dtype, why = resolve_dtype(str(cfg.model.dtype))
-        print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why}); learner and engine", flush=True)
-        self.policy = Policy(str(self.model_path), lora, dtype=dtype,
+        print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why}); learner and engine", flush=True)
+        self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
                                            weight_decay=float(alg.weight_decay))
-        self.learner = Learner(self.policy, self.optimizer, POLICY_LOSSES.lookup(self.spec.loss.name), LearnerConfig(
-            loss=self.spec.loss, loss_inputs=self.spec.loss_inputs, ppo_epochs=int(alg.ppo_epochs),
+        self.learner = Learner(self.policy, self.optimizer, POLICY_LOSSES.lookup(inputs.spec.loss.name), LearnerConfig(
+            loss=inputs.spec.loss, loss_inputs=inputs.spec.loss_inputs, ppo_epochs=int(alg.ppo_epochs),
             micro_batch_size=int(alg.micro_batch_size), grad_clip=float(alg.grad_clip),
             temperature=float(alg.sampling.temperature)))
-        self.start_step = 0
-        if self.resume_from is not None:
-            self.start_step = load_checkpoint(self.resume_from, self.policy.model, self.optimizer)
-            print(f"resumed from {self.resume_from} (step {self.start_step})", flush=True)
-        elif self.init_from is not None:
-            load_adapter_weights(self.init_from, self.policy.model)
-            print(f"initialised the adapter from {self.init_from}", flush=True)
+        if inputs.resume_from is not None:
+            self.start_step = load_checkpoint(inputs.resume_from, self.policy.model, self.optimizer)
+            print(f"resumed from {inputs.resume_from} (step {self.start_step})", flush=True)
+        elif self.adapter_from is not None:
+            load_adapter_weights(self.adapter_from, self.policy.model)
+            print(f"initialised the adapter from {self.adapter_from}", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
-            truncate_logs(self.output_dir, self.start_step)  # steps after the checkpoint are redone
+            truncate_logs(out, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
-        self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
+        self.heldout = HeldoutEval(cfg, inputs.heldout_tasks, out, self.runtime)
+        self.logger = RunLogger(out, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
 
     # ---------------------------------------------------------------- training
     def tasks_for_step(self, step: int) -> list[dict]:
         """Deterministic task batch of a step: a seeded permutation per epoch over the split."""
         k = int(self.cfg.tasks.tasks_per_step)
-        n = len(self.tasks)
+        tasks = self.inputs.tasks
+        n = len(tasks)
         chosen = []
         for j in range(step * k, step * k + k):
             epoch, pos = divmod(j, n)
             perm = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(n)
-            chosen.append(self.tasks[perm[pos]])
+            chosen.append(tasks[perm[pos]])
         return chosen
 
     def rollout(self, step: int, tasks: list[dict]):
@@ -209,7 +318,7 @@ class LocalGRPORecipe:
         return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, cfg.algorithm.sampling,
                                     cfg.tasks.phrasing, int(cfg.seed), max_turns=cfg.algorithm.max_turns)
 
-    def sample_batch(self, step: int, tasks: list[dict]):
+    def sample_batch(self, step: int, tasks: list[dict]) -> StepBatch:
         """Rollout + score of one step, with DAPO dynamic sampling when ``algorithm.filter_groups.enabled``.
 
         Without filtering every trajectory enters the update. With it, groups whose outcome
@@ -218,46 +327,46 @@ class LocalGRPORecipe:
         are sampled until ``tasks.tasks_per_step`` mixed groups are kept or ``max_rounds`` rounds ran.
 
         Returns:
-            (trajectories of all rounds, summed engine stats, their :class:`Scores`, filter stats with
-            ``keep``: the indices of the trajectories the update uses); :attr:`score_s` is set to the seconds
-            spent scoring.
+            the :class:`StepBatch` of all rounds (its ``keep``: the indices of the trajectories the update
+            uses; its ``score_s``: the seconds spent scoring).
         """
         fg = self.cfg.algorithm.get("filter_groups") or {}
         enabled = bool(fg.get("enabled"))
         rounds = int(fg.get("max_rounds", 1)) if enabled else 1
+        pool, spec = self.inputs.tasks, self.inputs.spec
         want, used = len(tasks), {t["id"] for t in tasks}
-        trajs, stats, scores = [], {}, Scores([], [], [])
-        self.score_s = 0.0
+        trajs, stats, scores, score_s = [], {}, Scores([], [], []), 0.0
         for r in range(rounds):
             new, s = self.rollout(step, tasks)
             trajs += new
             stats = {k: stats.get(k, 0) + v for k, v in s.items()}
             t_score = time.perf_counter()
-            fresh_scores = score(new, {t["id"]: t for t in tasks}, self.spec)  # rewards are per trajectory
-            self.score_s += time.perf_counter() - t_score
+            fresh_scores = score(new, {t["id"]: t for t in tasks}, spec)  # rewards are per trajectory
+            score_s += time.perf_counter() - t_score
             scores = Scores(scores.reward + fresh_scores.reward, scores.turn_rewards + fresh_scores.turn_rewards,
                             scores.correct + fresh_scores.correct)
             verdicts = outcome_groups([t.group for t in trajs], scores.correct)
             if not enabled or len(verdicts.kept_groups) >= want or r == rounds - 1:
                 break
             rng = np.random.default_rng([int(self.cfg.seed), step, r + 1])
-            fresh = [t for t in rng.permutation(len(self.tasks)).tolist() if self.tasks[t]["id"] not in used]
-            tasks = [self.tasks[i] for i in fresh[: want - len(verdicts.kept_groups)]]
+            fresh = [t for t in rng.permutation(len(pool)).tolist() if pool[t]["id"] not in used]
+            tasks = [pool[i] for i in fresh[: want - len(verdicts.kept_groups)]]
             if not tasks:
                 break
             used |= {t["id"] for t in tasks}
         if not enabled:
-            return trajs, stats, scores, {"keep": list(range(len(trajs)))}
+            return StepBatch(trajs, scores, list(range(len(trajs))), {}, stats, score_s)
         kept = set(verdicts.kept_groups[:want])
         keep = [i for i in verdicts.keep if trajs[i].group in kept]
-        return trajs, stats, scores, {
-            "keep": keep, "filter/kept_groups": float(len(kept)), "filter/all_correct_groups": float(len(verdicts.all_correct)),
-            "filter/all_wrong_groups": float(len(verdicts.all_wrong)), "filter/rounds": float(r + 1)}
+        return StepBatch(trajs, scores, keep, {
+            "filter/kept_groups": float(len(kept)), "filter/all_correct_groups": float(len(verdicts.all_correct)),
+            "filter/all_wrong_groups": float(len(verdicts.all_wrong)), "filter/rounds": float(r + 1)}, stats, score_s)
 
     def train(self) -> list[dict]:
         """Run ``trainer.steps`` GRPO steps (from the resumed step); returns per-step metrics.
 
-        One step: rollout → score → advantages → update → push weights → log → checkpoint.
+        One step: rollout → score → advantages → update → push weights → log → held-out evaluation when due
+        → checkpoint.
         """
         total = int(self.cfg.trainer.steps)
         history = []
@@ -267,49 +376,47 @@ class LocalGRPORecipe:
             done = step + 1
             lifecycle.at(f"step {done}")
             t0 = time.perf_counter()
-            tasks = self.tasks_for_step(step)
-            trajs, engine_stats, scores, filt = self.sample_batch(step, tasks)
-            t_sampled, score_s = time.perf_counter(), self.score_s
-            advantages = token_advantages(trajs, scores, self.spec)
+            batch = self.sample_batch(step, self.tasks_for_step(step))
+            t_sampled = time.perf_counter()
+            advantages = token_advantages(batch.trajs, batch.scores, self.inputs.spec)
             t1 = time.perf_counter()
-            keep = filt.pop("keep")
-            sync_s = 0.0
-            if keep:
-                loss_m = self.learner.update(pack([trajs[i] for i in keep], [advantages[i] for i in keep],
-                                                  self.learner.cfg), before_step=partial(kill_point, "update", done))
-                t_sync = time.perf_counter()
-                self.runtime.push_lora(self.policy.adapter_state_dict())
-                sync_s = time.perf_counter() - t_sync
-            else:  # every group filtered out: nothing to learn from this step
-                kill_point("update", done)
-                loss_m = {"logprob_diff": 0.0, "skipped_update": 1.0}
+            loss_m, sync_s = self.update(done, batch, advantages)
             t2 = time.perf_counter()
-            times = {"rollout": t_sampled - t0 - score_s, "reward": score_s + t1 - t_sampled,
+            times = {"rollout": t_sampled - t0 - batch.score_s, "reward": batch.score_s + t1 - t_sampled,
                      "update": t2 - t1 - sync_s, "weight_sync": sync_s, "step": t2 - t0}
-            history.append(self.log_step(bar, done, trajs, scores, advantages, loss_m, engine_stats, times, filt))
+            metrics = self.log_step(bar, done, batch, advantages, loss_m, times)
+            metrics.update(self.heldout.after_step(bar, done))
+            self.logger.log(metrics, step=done)
+            history.append(metrics)
             self.checkpoint(bar, done)
-            self.guard.check(done, trajs)
+            self.guard.check(done, batch.trajs)
         bar.close()
         return history
 
-    def log_step(self, bar, step: int, trajs, scores: Scores, advantages: list[torch.Tensor], loss_m: dict,
-                 engine_stats: dict, times: dict[str, float], extra: dict | None = None) -> dict:
-        """The log stage of a step: its metrics (and the held-out evaluation when due) to metrics.jsonl
-        and wandb, its trajectories to rollouts.jsonl and internal_errors.jsonl, one console line.
-        Returns the step's metrics."""
-        cfg = self.cfg
-        m = {**self.step_metrics(trajs, scores, advantages, loss_m, engine_stats, times), **fault_counts(trajs),
-             **(extra or {})}
-        self.dump_rollouts(step, trajs, scores)
-        log_internal_errors(self.output_dir, step, trajs)
-        bar.write(format_step(step, int(cfg.trainer.steps), m))
-        every = int(cfg.trainer.heldout.every)
-        if every > 0 and (step % every == 0 or step == int(cfg.trainer.steps)):
-            m.update(self.heldout_eval(step))
-            bar.write(f"held-out ({len(self.heldout_tasks)} {cfg.trainer.heldout.split} tasks): "
-                      f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
-                      f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
-        self.logger.log(m, step=step)
+    def update(self, step: int, batch: StepBatch, advantages: list[torch.Tensor]) -> tuple[dict, float]:
+        """The update stage of step ``step`` (1-based): the learner's update on the kept trajectories, then
+        the new adapter pushed to the engine. Returns (the learner's metrics, seconds of the push); with
+        nothing kept (every group filtered out) nothing is learnt: ``({"logprob_diff": 0.0,
+        "skipped_update": 1.0}, 0.0)``."""
+        if not batch.keep:
+            kill_point("update", step)
+            return {"logprob_diff": 0.0, "skipped_update": 1.0}, 0.0
+        loss_m = self.learner.update(pack([batch.trajs[i] for i in batch.keep], [advantages[i] for i in batch.keep],
+                                          self.learner.cfg), before_step=partial(kill_point, "update", step))
+        t_sync = time.perf_counter()
+        self.runtime.push_lora(self.policy.adapter_state_dict())
+        return loss_m, time.perf_counter() - t_sync
+
+    def log_step(self, bar, step: int, batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict,
+                 times: dict[str, float]) -> dict:
+        """The log stage of a step: its trajectories to rollouts.jsonl and internal_errors.jsonl, one console
+        line. Returns the step's metrics (the step loop adds the held-out stage's and sends them to
+        metrics.jsonl and wandb)."""
+        m = {**self.step_metrics(batch, advantages, loss_m, times), **fault_counts(batch.trajs),
+             **batch.filter_metrics}
+        self.dump_rollouts(step, batch)
+        log_internal_errors(self.inputs.output_dir, step, batch.trajs)
+        bar.write(format_step(step, int(self.cfg.trainer.steps), m))
         return m
 
     def checkpoint(self, bar, step: int) -> None:
@@ -317,42 +424,18 @@ class LocalGRPORecipe:
         cfg = self.cfg
         if step % int(cfg.trainer.save_every) == 0 or step == int(cfg.trainer.steps):
             with lifecycle.protected():  # a stop signal waits for the write to finish
-                path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
-                                       str(self.model_path), self.config_dict, keep=int(cfg.trainer.keep_checkpoints))
+                path = save_checkpoint(self.inputs.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                                       str(self.inputs.model_path), self.config_dict,
+                                       keep=int(cfg.trainer.keep_checkpoints))
             bar.write(f"checkpoint: {path}")
 
-    def heldout_eval(self, step: int) -> dict[str, float]:
-        """Roll out the held-out tasks with the current weights (``trainer.heldout``) and write their
-        report to ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``."""
-        saved = rng_state()  # evaluating must not change what training does next (exact resume)
-        try:
-            return self._heldout_eval(step)
-        finally:
-            set_rng_state(saved)
-
-    def _heldout_eval(self, step: int) -> dict[str, float]:
-        ho = self.cfg.trainer.heldout
-        trajs, _ = self.runtime.rollout(self.heldout_tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
-                                        int(self.cfg.seed), group_prefix="heldout/",
-                                        max_turns=self.cfg.algorithm.max_turns)
-        entries = [{"task_id": t.task_id, "mode": ho.phrasing, "action_format": self.cfg.env.action_format,
-                    "trajectory": t.to_dict()} for t in trajs]
-        report = build_report(entries, {t["id"]: t for t in self.heldout_tasks}, n_resamples=int(ho.bootstrap),
-                              seed=int(self.cfg.seed))
-        folder = self.output_dir / "heldout" / f"step_{step:06d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / "trajectories.jsonl").open("w") as f:
-            f.writelines(json.dumps(e) + "\n" for e in entries)
-        write_report(report, folder, plots=False)
-        return flat_metrics(report, "heldout")
-
     @staticmethod
-    def step_metrics(trajs, scores: Scores, advantages: list[torch.Tensor], loss_m, engine_stats,
-                     times: dict[str, float]) -> dict:
+    def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict, times: dict[str, float]) -> dict:
         """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, and the time split
         under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
         ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
         ``weight_sync`` (LoRA push) and the whole ``step``."""
+        trajs, scores, engine_stats = batch.trajs, batch.scores, batch.engine_stats
         kept = [i for i, t in enumerate(trajs) if not t.faulted]
         agent = [trajs[i] for i in kept]
         agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
@@ -383,10 +466,11 @@ class LocalGRPORecipe:
             **{f"loss/{k}": v for k, v in loss_m.items()},
         }
 
-    def dump_rollouts(self, step: int, trajs, scores: Scores) -> None:
+    def dump_rollouts(self, step: int, batch: StepBatch) -> None:
         """Append the step's trajectories (text, tool calls) with their scores to rollouts.jsonl."""
-        with (self.output_dir / "rollouts.jsonl").open("a") as f:
-            for i, t in enumerate(trajs):
+        scores = batch.scores
+        with (self.inputs.output_dir / "rollouts.jsonl").open("a") as f:
+            for i, t in enumerate(batch.trajs):
                 f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
                                     "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
                                     "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
@@ -395,27 +479,28 @@ class LocalGRPORecipe:
                                                "subgoal": u.subgoal, "verdict": u.verdict} for u in t.turns]}) + "\n")
 
     # ------------------------------------------------------------- finishing
-    def export(self) -> Path | None:
-        """Merge the newest checkpoint into a plain HF folder at ``<output_dir>/export``."""
-        found = list_checkpoints(self.output_dir / "checkpoints")
-        if not found:
-            return None
-        return export_merged(found[-1], self.output_dir / "export", overwrite=True)
-
     def cleanup(self) -> None:
         """Finish wandb and stop Ray."""
-        if getattr(self, "logger", None) is not None:
+        if self.logger is not None:
             self.logger.finish()
-        RolloutRuntime.shutdown(getattr(self, "output_dir", None) and self.output_dir / "workspaces")
+        RolloutRuntime.shutdown(self.inputs.output_dir / "workspaces" if self.inputs is not None else None)
+
+
+def export_run(output_dir: Path) -> Path | None:
+    """Merge the newest checkpoint of the run in ``output_dir`` into a plain HF folder at ``<output_dir>/export``;
+    None when it has no checkpoint."""
+    found = list_checkpoints(output_dir / "checkpoints")
+    if not found:
+        return None
+    return export_merged(found[-1], output_dir / "export", overwrite=True)
 
 
 def run_verl_backend(cfg: DictConfig) -> list[dict]:
     """``backend=verl``: the local recipe's checks, then :func:`earthrl.launch.verl_config.verl_job`
     (verl config, memory estimate, dataset, verl's trainer on GPUs). Returns [] (verl logs its own steps)."""
-    recipe = LocalGRPORecipe(cfg)
-    recipe.validate()
-    verl_job(cfg, model_path=recipe.model_path, data_root=recipe.data_root, tasks=recipe.tasks,
-             heldout=recipe.heldout_tasks)
+    inputs = LocalGRPORecipe(cfg).validate()
+    verl_job(cfg, model_path=inputs.model_path, data_root=inputs.data_root, tasks=inputs.tasks,
+             heldout=inputs.heldout_tasks)
     return []
 
 
@@ -424,21 +509,20 @@ def run(cfg: DictConfig) -> list[dict]:
     if str(cfg.backend) == "verl":
         return run_verl_backend(cfg)
     recipe = LocalGRPORecipe(cfg)
-    recipe.validate()
-    done = recipe.finished_step()
-    if done is not None:  # a finished run resumed: start no Ray, engine or model
-        print(f"trainer.output_dir={recipe.output_dir} is finished: its checkpoint {recipe.resume_from.name} "
+    inputs = recipe.validate()
+    if inputs.finished_step(int(cfg.trainer.steps)) is not None:  # a finished run resumed: start no Ray, engine or model
+        print(f"trainer.output_dir={inputs.output_dir} is finished: its checkpoint {inputs.resume_from.name} "
               f"reached trainer.steps={cfg.trainer.steps}; nothing to train (raise trainer.steps to go on)")
-        if cfg.trainer.export and not (recipe.output_dir / "export").is_dir():
-            print(f"exported model: {recipe.export()}")
+        if cfg.trainer.export and not (inputs.output_dir / "export").is_dir():
+            print(f"exported model: {export_run(inputs.output_dir)}")
         return []
     try:
-        recipe.setup()
+        recipe.setup(inputs)
         history = recipe.train()
-        exported = recipe.export() if cfg.trainer.export else None
+        exported = export_run(inputs.output_dir) if cfg.trainer.export else None
         curve = " → ".join(f"{m['reward/mean']:.3f}" for m in history)
         print(f"reward curve: {curve or '(no new steps)'}")
-        print(f"run folder: {recipe.output_dir}")
+        print(f"run folder: {inputs.output_dir}")
         if recipe.logger.wandb_dir:
             print(f"wandb ({recipe.logger.mode}): {recipe.logger.wandb_dir}")
         if exported:
