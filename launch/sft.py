@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,14 +43,43 @@ from earthrl.rollout.sft_tokens import MASK_MODES, encode
 SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
 
 
+@dataclass(frozen=True)
+class SFTInputs:
+    """What :meth:`SFTRecipe.validate` resolved and checked for one ``earthrl sft`` job (nothing was written
+    to get it)."""
+
+    model_path: Path  # the model folder
+    data_root: Path  # the data folder of tasks.data
+    output_dir: Path  # the run folder, sft.output_dir
+    lora: dict  # the adapter's settings, model.lora (merge_lora)
+    dtype: str  # the compute dtype model.dtype resolves to on this machine
+    dtype_why: str  # why, for the start-up line
+    given_records: list | None  # the trajectory records of sft.data.path, read and checked; None without it
+    tasks: list[dict]  # the train split's tasks the records are built from ([] with sft.data.path)
+
+
 class SFTRecipe:
-    """LoRA SFT on one machine (module doc). Args: cfg, the composed ``conf/sft.yaml``."""
+    """LoRA SFT on one machine (module doc). Args: cfg, the composed ``conf/sft.yaml``.
+
+    ``validate()`` returns the job's :class:`SFTInputs`; ``setup(inputs)`` prepares data, policy and
+    optimizer from them; ``train()`` runs the steps.
+    """
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
+        self.inputs: SFTInputs | None = None  # what validate() returned, given to setup()
+        self.config_dict: dict | None = None  # the resolved config (config.yaml; the logger and checkpoints record it)
+        self.data_file: str | None = None  # the trajectories file the examples came from
+        self.examples: list = []  # the tokenised, labelled examples (rollout.sft_tokens.encode)
+        self.counts: dict = {}  # encode's counts (examples, dropped, labelled tokens, …)
+        self.policy: Policy | None = None
+        self.optimizer: torch.optim.AdamW | None = None
+        self.logger: RunLogger | None = None
+        self.checkpoint_path: Path | None = None  # the final checkpoint, written by train()
 
-    def validate(self) -> None:
-        """Check config, model, data, tasks and the data file before anything is written.
+    def validate(self) -> SFTInputs:
+        """Check config, model, data, tasks and the data file before anything is written; returns what
+        it resolved.
 
         Raises:
             ConfigError: one line naming the field and the fix.
@@ -58,37 +88,40 @@ class SFTRecipe:
         check_job_config(cfg, "sft")
         if cfg.sft.mode not in MASK_MODES:
             raise ConfigError(f"sft.mode={cfg.sft.mode}: use one of {', '.join(MASK_MODES)}")
-        self.model_path = model_path(cfg)
-        self.data_root = data_root(cfg)
-        self.output_dir = Path(cfg.sft.output_dir)
-        if holds_run(self.output_dir):
-            raise ConfigError(f"sft.output_dir={self.output_dir} already holds an SFT run (checkpoints/ or "
+        model = model_path(cfg)
+        root = data_root(cfg)
+        output_dir = Path(cfg.sft.output_dir)
+        if holds_run(output_dir):
+            raise ConfigError(f"sft.output_dir={output_dir} already holds an SFT run (checkpoints/ or "
                               "metrics.jsonl): choose another (or an empty) sft.output_dir; its trajectories "
                               "can be reused with sft.data.path=FILE (they are in its data/)")
         path = cfg.sft.data.path
         if path and not Path(path).is_file():
             raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "
                               "--source oracle|failure|teacher --out FILE` or set sft.data.path=null")
-        self.given_records = None
+        given = None
         if path:  # every line a trajectory record, before the run folder is written (kept for records())
             try:
-                self.given_records = read_jsonl(Path(path))
+                given = read_jsonl(Path(path))
             except ValueError as exc:
                 raise ConfigError(f"sft.data.path={exc}; give a file that `earthrl sft-data build` wrote") from None
-        self.tasks = [] if path else load_tasks(cfg.tasks.name, "train", self.data_root)
+        tasks = [] if path else load_tasks(cfg.tasks.name, "train", root)
+        dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
+        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(cfg.model.lora),
+                         dtype=dtype, dtype_why=dtype_why, given_records=given, tasks=tasks)
 
     def records(self):
         """The SFT trajectories: ``sft.data.path``, or built into ``<output_dir>/data/<source>_<format>.jsonl``
         (reused when that file exists)."""
-        cfg, data = self.cfg, self.cfg.sft.data
+        cfg, data, inputs = self.cfg, self.cfg.sft.data, self.inputs
         if data.path:
-            return self.given_records, str(data.path)  # read and checked by validate()
+            return inputs.given_records, str(data.path)  # read and checked by validate()
         source = SOURCE_OF_MODE[str(cfg.sft.mode)]
         n = data.max_tasks
-        cache = self.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
+        cache = inputs.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
         if cache.is_file():
             return read_jsonl(cache), str(cache)
-        tasks = self.tasks[: int(n)] if n else self.tasks
+        tasks = inputs.tasks[: int(n)] if n else inputs.tasks
         t0 = time.perf_counter()
         recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing))
         write_jsonl(recs, cache)
@@ -97,34 +130,32 @@ class SFTRecipe:
               flush=True)
         return recs, str(cache)
 
-    def setup(self) -> None:
-        """Seed, data, tokenised examples, policy and optimizer."""
+    def setup(self, inputs: SFTInputs) -> None:
+        """Seed, data, tokenised examples, policy and optimizer, from what :meth:`validate` returned."""
         from transformers import AutoTokenizer  # lazy: transformers at import
 
         cfg = self.cfg
-        self.validate()
-        self.config_dict = start_run_folder(cfg, self.output_dir)
-        lifecycle.attach(self.output_dir)
+        self.inputs = inputs
+        self.config_dict = start_run_folder(cfg, inputs.output_dir)
+        lifecycle.attach(inputs.output_dir)
         ds = cfg.sft.deepspeed
         if ds.zero_stage is not None:
             print(f"sft.deepspeed.zero_stage={ds.zero_stage}: for the cluster backend; the local backend runs "
                   "without DeepSpeed", flush=True)
         recs, self.data_file = self.records()
-        tok = AutoTokenizer.from_pretrained(str(self.model_path))
+        tok = AutoTokenizer.from_pretrained(str(inputs.model_path))
         self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), tuple(cfg.env.stop_strings),
                                             max_tokens=int(cfg.sft.data.max_tokens))
         if not self.examples:
             raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "
                               "or build more data")
         print(f"sft examples ({cfg.sft.mode}): " + ", ".join(f"{k} {v}" for k, v in self.counts.items()), flush=True)
-        dtype, why = resolve_dtype(str(cfg.model.dtype))
-        print(f"model.dtype={cfg.model.dtype} -> {dtype} ({why})", flush=True)
-        lora = merge_lora(cfg.model.lora)  # SFT has no algorithm group: model.lora as it is
-        self.policy = Policy(str(self.model_path), lora, dtype=dtype,
+        print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why})", flush=True)
+        self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(cfg.sft.lr),
                                            weight_decay=float(cfg.sft.weight_decay))
-        self.logger = RunLogger(self.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
+        self.logger = RunLogger(inputs.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
                                 self.config_dict)
 
     def batches(self) -> list[list]:
@@ -164,20 +195,20 @@ class SFTRecipe:
                    "first_batch_loss_before": history[0]["loss"], "first_batch_loss_after": after,
                    "data_file": self.data_file, **{f"data/{k}": v for k, v in self.counts.items()}}
         self.checkpoint_path = self.checkpoint(total)
-        (self.output_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+        (self.inputs.output_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2))
         return summary
 
     def checkpoint(self, step: int) -> Path:
         """Write ``<output_dir>/checkpoints/step_NNNNNN`` (:func:`~earthrl.models.checkpoint.save_checkpoint`)."""
         with lifecycle.protected():  # a stop signal waits for the write to finish
-            path = save_checkpoint(self.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
-                                   str(self.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
+            path = save_checkpoint(self.inputs.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
+                                   str(self.inputs.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
         print(f"checkpoint: {path}", flush=True)
         return path
 
     def cleanup(self) -> None:
         """Finish wandb."""
-        if getattr(self, "logger", None) is not None:
+        if self.logger is not None:
             self.logger.finish()
 
 
@@ -185,10 +216,11 @@ def run(cfg: DictConfig) -> dict:
     """Validate, build or read data, train, checkpoint (and export with ``sft.export``); returns the summary."""
     recipe = SFTRecipe(cfg)
     try:
-        recipe.setup()
+        recipe.setup(recipe.validate())
         summary = recipe.train()
         if cfg.sft.export:
-            summary["export"] = str(export_merged(recipe.checkpoint_path, recipe.output_dir / "export", overwrite=True))
+            summary["export"] = str(export_merged(recipe.checkpoint_path, recipe.inputs.output_dir / "export",
+                                                  overwrite=True))
         print(f"sft: {summary['steps']} steps on {summary['examples']} examples in {summary['train_s']:.0f}s; "
               f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}; first batch "
               f"{summary['first_batch_loss_before']:.4f} -> {summary['first_batch_loss_after']:.4f}")
