@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch import lifecycle
-from earthrl.launch.host_memory import job_budget
+from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 from earthrl.envs.paths import data_dir
 from earthrl.rollout.runtime import RolloutRuntime
@@ -70,6 +71,24 @@ def load_adapter(checkpoint: Path) -> tuple[dict, dict]:
     return {"rank": int(meta["r"]), "alpha": float(meta["lora_alpha"])}, load_file(str(weights))
 
 
+@dataclass(frozen=True)
+class EvalInputs:
+    """What :meth:`EvalJob.validate` resolved and checked for one ``earthrl eval`` job (nothing was written to
+    get it). The source decides which fields are set: Earth-Agent files (``predictions``, ``earthbench``),
+    recorded trajectories (``recorded``, ``data_root``, ``tasks``) or a model run (``data_root``, ``tasks``,
+    ``model_path``, ``adapter``, ``memory``)."""
+
+    output_dir: Path  # eval.output_dir, or EvalJob.default_output_dir()
+    predictions: Path | None = None  # eval.predictions: the Earth-Agent run folder to score
+    earthbench: Path | None = None  # eval.earthbench: the Earth-Bench folder of those predictions
+    recorded: Path | None = None  # eval.trajectories: the recorded trajectories to score
+    data_root: Path | None = None  # the data folder of tasks.data (not checked when scoring recorded trajectories)
+    tasks: list[dict] = field(default_factory=list)  # the tasks.split tasks, the first eval.max_tasks of them
+    model_path: Path | None = None  # the model folder of a model run
+    adapter: tuple[dict, dict] | None = None  # eval.checkpoint's LoRA settings and weights (load_adapter)
+    memory: HostBudget | None = None  # the vLLM engine's host-memory plan on a CPU (launch/host_memory)
+
+
 class EvalJob:
     """Validate → (roll out the pending tasks) → score → report.
 
@@ -80,39 +99,41 @@ class EvalJob:
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
         self.ev = cfg.eval
-        self.memory = None  # the vLLM engine's host-memory plan on CPU (launch/host_memory), set by validate
+        self.inputs: EvalInputs | None = None  # what validate() returned (set by run())
 
-    def validate(self) -> None:
-        """Check the config before anything is written.
+    def validate(self) -> EvalInputs:
+        """Check the config before anything is written; returns what it resolved.
 
         Raises:
             ConfigError: one line naming the field and the fix.
         """
         cfg, ev = self.cfg, self.ev
         check_job_config(cfg, "eval")
-        self.output_dir = self.default_output_dir() if ev.output_dir is None else Path(ev.output_dir)
+        output_dir = self.default_output_dir() if ev.output_dir is None else Path(ev.output_dir)
         if ev.predictions:
-            self.predictions = Path(ev.predictions)
-            self.earthbench = Path(ev.earthbench or "")
-            if not (self.predictions / "extracted_tool_calls.json").is_file():
+            predictions, earthbench = Path(ev.predictions), Path(ev.earthbench or "")
+            if not (predictions / "extracted_tool_calls.json").is_file():
                 raise ConfigError(f"eval.predictions={ev.predictions}: no extracted_tool_calls.json there; "
                                   "give an Earth-Agent run folder (e.g. predictions/gpt5_AP)")
-            if not (self.earthbench / "question.json").is_file():
+            if not (earthbench / "question.json").is_file():
                 raise ConfigError(f"eval.earthbench={ev.earthbench}: no question.json there; give the Earth-Bench folder")
-            return
-        self.predictions = None
-        self.recorded = Path(ev.trajectories) if ev.trajectories else None
-        if self.recorded is not None and not self.recorded.is_file():
+            return EvalInputs(output_dir=output_dir, predictions=predictions, earthbench=earthbench)
+        recorded = Path(ev.trajectories) if ev.trajectories else None
+        if recorded is not None and not recorded.is_file():
             raise ConfigError(f"eval.trajectories={ev.trajectories}: no such file")
-        live = self.recorded is None  # episodes will run: the data and the model must be there
-        self.data_root = data_root(cfg) if live else data_dir(cfg.tasks.data)
-        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, self.data_root, check_data=live)
-        self.tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]
-        if live:
-            self.model_path = model_path(cfg)
-            self.adapter = load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None
-            self.memory = job_budget(cfg, self.model_path, int(ev.batch_tasks) * int(ev.samples), learner=False)
-            self.check_resumable(self.output_dir / "trajectories.jsonl")
+        live = recorded is None  # episodes will run: the data and the model must be there
+        root = data_root(cfg) if live else data_dir(cfg.tasks.data)
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live)
+        tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]
+        if not live:
+            return EvalInputs(output_dir=output_dir, recorded=recorded, data_root=root, tasks=tasks)
+        model = model_path(cfg)
+        inputs = EvalInputs(
+            output_dir=output_dir, data_root=root, tasks=tasks, model_path=model,
+            adapter=load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None,
+            memory=job_budget(cfg, model, int(ev.batch_tasks) * int(ev.samples), learner=False))
+        self.check_resumable(inputs)
+        return inputs
 
     def default_output_dir(self) -> Path:
         """``runs/eval/<experiment_name>`` for a model run; named after the source when scoring files
@@ -125,41 +146,41 @@ class EvalJob:
             return Path("runs/eval") / f"rescored-{src.parent.name or src.stem}-{ev.metrics_mode}"
         return Path("runs/eval") / str(self.cfg.experiment_name)
 
-    def rollout_fingerprint(self) -> dict:
+    def rollout_fingerprint(self, inputs: EvalInputs) -> dict:
         """What the recorded trajectories depend on: model, adapter, env, sampling, seed, and each
         task's content (``{"tasks": {id: sha256}}``). A resumed eval must match it, or its report
         would mix two configs."""
         import hashlib
 
         cfg = self.cfg
-        return {"model": str(self.model_path), "checkpoint": str(self.ev.checkpoint),
+        return {"model": str(inputs.model_path), "checkpoint": str(self.ev.checkpoint),
                 "env": OmegaConf.to_container(cfg.env, resolve=True),
                 "sampling": OmegaConf.to_container(cfg.sampling, resolve=True), "samples": int(self.ev.samples),
                 "seed": int(cfg.seed),
                 "tasks": {t["id"]: hashlib.sha256(json.dumps(t, sort_keys=True, default=str).encode()).hexdigest()
-                          for t in self.tasks}}
+                          for t in inputs.tasks}}
 
-    def check_resumable(self, traj_path: Path) -> None:
-        """Refuse to append to trajectories recorded under another rollout config or for a task
-        whose content changed since (more tasks than before is fine).
+    def check_resumable(self, inputs: EvalInputs) -> None:
+        """Refuse to append to the trajectories of ``inputs.output_dir`` when they were recorded under
+        another rollout config or for a task whose content changed since (more tasks than before is fine).
 
         Raises:
             ConfigError: names the first setting or task that differs and the two ways out.
         """
-        state = self.output_dir / "eval_config.json"
+        traj_path, state = inputs.output_dir / "trajectories.jsonl", inputs.output_dir / "eval_config.json"
         if not traj_path.exists() or not self.ev.resume or not state.exists():
             return
-        old, new = json.loads(state.read_text()), json.loads(json.dumps(self.rollout_fingerprint()))
+        old, new = json.loads(state.read_text()), json.loads(json.dumps(self.rollout_fingerprint(inputs)))
         changed = [k for k in new if k != "tasks" and old.get(k) != new[k]]
         changed += [f"task {tid}" for tid, h in new["tasks"].items() if old.get("tasks", {}).get(tid, h) != h]
         if changed:
-            raise ConfigError(f"{self.output_dir} holds trajectories recorded with another {changed[0]}; "
+            raise ConfigError(f"{inputs.output_dir} holds trajectories recorded with another {changed[0]}; "
                               "set eval.resume=false to start over there, or choose another eval.output_dir")
 
     # ------------------------------------------------------------ rollouts
     def pending(self, done: set[tuple[str, str]]) -> list[tuple[dict, str]]:
         """(task, mode) pairs still to run, in suite order; a task lacking a mode's phrasing is skipped."""
-        return [(t, m) for m in self.ev.modes for t in self.tasks
+        return [(t, m) for m in self.ev.modes for t in self.inputs.tasks
                 if (t["id"], m) not in done and m in t["question"]]
 
     def run_rollouts(self, traj_path: Path) -> int:
@@ -170,7 +191,8 @@ class EvalJob:
         if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
             traj_path.write_text("".join(json.dumps(e) + "\n" for e in kept))
         done = {(e["task_id"], e["mode"]) for e in kept}
-        state, fingerprint = self.output_dir / "eval_config.json", self.rollout_fingerprint()
+        inputs = self.inputs
+        state, fingerprint = inputs.output_dir / "eval_config.json", self.rollout_fingerprint(inputs)
         if kept and state.exists():  # remember the tasks recorded before too
             fingerprint["tasks"] = {**json.loads(state.read_text()).get("tasks", {}), **fingerprint["tasks"]}
         state.write_text(json.dumps(fingerprint, indent=2))
@@ -178,11 +200,11 @@ class EvalJob:
         if not todo:
             return 0
         cfg, ev = self.cfg, self.ev
-        lora, weights = self.adapter if self.adapter else (None, None)
-        if self.memory is not None:
-            print(self.memory.line(), flush=True)
-        runtime = RolloutRuntime(cfg, self.model_path, self.data_root, self.output_dir / "workspaces", lora,
-                                 kv_cache_gib=self.memory.kv if self.memory is not None else None)
+        lora, weights = inputs.adapter if inputs.adapter else (None, None)
+        if inputs.memory is not None:
+            print(inputs.memory.line(), flush=True)
+        runtime = RolloutRuntime(cfg, inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
+                                 kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
         if weights is not None:
             runtime.push_lora(weights)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
@@ -206,36 +228,37 @@ class EvalJob:
     # ------------------------------------------------------------ report
     def score(self, entries: list[dict]) -> dict:
         """Metrics, CIs and breakdowns of ``entries`` (see :func:`earthrl.rewards.metrics.report.build_report`)."""
-        return build_report(entries, {t["id"]: t for t in self.tasks}, mode=self.ev.metrics_mode,
+        return build_report(entries, {t["id"]: t for t in self.inputs.tasks}, mode=self.ev.metrics_mode,
                             n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
 
     def run(self) -> dict:
         """The whole job; returns the report dict."""
-        self.validate()
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        lifecycle.attach(self.output_dir)
-        (self.output_dir / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
-        if self.predictions is not None:
-            report = build_earthbench_report(self.predictions, self.earthbench, mode=self.ev.metrics_mode,
+        self.inputs = inputs = self.validate()
+        out = inputs.output_dir
+        out.mkdir(parents=True, exist_ok=True)
+        lifecycle.attach(out)
+        (out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
+        if inputs.predictions is not None:
+            report = build_earthbench_report(inputs.predictions, inputs.earthbench, mode=self.ev.metrics_mode,
                                              n_resamples=int(self.ev.bootstrap), seed=int(self.cfg.seed))
             return self.publish(report)
-        if self.recorded is not None:
-            entries = read_trajectories(self.recorded)
+        if inputs.recorded is not None:
+            entries = read_trajectories(inputs.recorded)
         else:
-            traj_path = self.output_dir / "trajectories.jsonl"
+            traj_path = out / "trajectories.jsonl"
             try:
                 self.run_rollouts(traj_path)
             finally:
-                RolloutRuntime.shutdown(self.output_dir / "workspaces")
+                RolloutRuntime.shutdown(out / "workspaces")
             entries = read_trajectories(traj_path)
-        known = {t["id"] for t in self.tasks}
+        known = {t["id"] for t in inputs.tasks}
         entries = [e for e in entries if e["task_id"] in known]
         return self.publish(self.score(entries))
 
     def publish(self, report: dict) -> dict:
         """Write the report files, log them to wandb and print the Markdown."""
-        paths = write_report(report, self.output_dir, plots=bool(self.ev.plots))
-        logger = RunLogger(self.output_dir, self.cfg.logger.project, self.cfg.experiment_name, self.cfg.logger.mode,
+        paths = write_report(report, self.inputs.output_dir, plots=bool(self.ev.plots))
+        logger = RunLogger(self.inputs.output_dir, self.cfg.logger.project, self.cfg.experiment_name, self.cfg.logger.mode,
                            OmegaConf.to_container(self.cfg, resolve=True))
         try:
             logger.log_report(report, paths)
