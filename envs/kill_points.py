@@ -13,7 +13,7 @@ import time
 
 #: ``EARTHRL_TEST_KILL_AT=<point>:<step>`` SIGKILLs the process at that point of that (1-based) step.
 KILL_ENV = "EARTHRL_TEST_KILL_AT"
-KILL_POINTS = ("rollout", "update", "checkpoint")
+KILL_POINTS = ("rollout", "update", "checkpoint")  # and rollout/<prefix> (rollout/eval) for a rollout other than training's
 #: ``EARTHRL_TEST_PAUSE_AT=<point>:<step>`` prints ``test pause at <point>:<step>`` and waits there (up to a
 #: minute) for the signal a stop test sends.
 PAUSE_ENV = "EARTHRL_TEST_PAUSE_AT"

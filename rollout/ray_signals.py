@@ -3,6 +3,7 @@ exits at once, which would bypass a run's clean stop (Ctrl-C / SIGTERM, :mod:`ea
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -11,7 +12,13 @@ from contextlib import contextmanager
 @contextmanager
 def keep_stop_handlers():
     """Keep this process's SIGINT/SIGTERM handlers across the block: ``ray.init`` installs its own SIGTERM
-    handler (exit at once), which would bypass the run's clean stop."""
+    handler (exit at once), which would bypass the run's clean stop.
+
+    Ray's core worker also installs a C-level handler for SIGTERM (absl's failure-signal handler: it aborts
+    the process with exit code -6) while ``ray.init`` connects; a SIGTERM in that window would kill the
+    driver before any cleanup. ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` (unless the user set it) keeps it
+    out, so a signal at any moment reaches the run's own handler."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -76,15 +76,17 @@ def check_task_data(tasks: list[dict], data_root: Path) -> None:
                               f"or in the user catalogue: {missing_hint(missing)}")
 
 
-async def _kill_after_first_call(client, step: int) -> None:
-    """Kill-anywhere test hook (:func:`earthrl.envs.kill_points.kill_point`) in the middle of a rollout."""
+async def _kill_after_first_call(client, point: str, step: int) -> None:
+    """Kill-anywhere test hook (:func:`earthrl.envs.kill_points.kill_point`) in the middle of a rollout:
+    ``point`` is ``rollout`` for a training step's rollout, ``rollout/<prefix>`` for another (``rollout/eval``,
+    ``rollout/heldout``), ``step`` the 1-based step or chunk."""
     import os
 
-    if f"rollout:{step}" not in (os.environ.get(KILL_ENV), os.environ.get(PAUSE_ENV)):
+    if f"{point}:{step}" not in (os.environ.get(KILL_ENV), os.environ.get(PAUSE_ENV)):
         return
     while client.calls < 1 or client.generated_tokens == 0:
         await asyncio.sleep(0.01)
-    kill_point("rollout", step)
+    kill_point(point, step)
 
 
 _ABANDONED: list[asyncio.Task] = []
@@ -224,8 +226,9 @@ class RolloutRuntime:
 
         async def go():
             client = BatchingEngineClient(self.engine, params, restart=self.restart_engine)
-            if not group_prefix:  # test hook: kill a training run once its first batch was generated
-                asyncio.get_running_loop().create_task(_kill_after_first_call(client, step + 1))
+            # test hook: stop the run once the first batch of this rollout was generated
+            point = f"rollout/{group_prefix.split('/')[0]}" if group_prefix else "rollout"
+            asyncio.get_running_loop().create_task(_kill_after_first_call(client, point, step + 1))
             trajs = await collect_rollouts(tasks, group_size, step, system=self.system_prompt, codec=self.codec,
                                            tokenizer=self.tokenizer, engine=client, pool=self.pool, cfg=loop_cfg,
                                            group_prefix=group_prefix)
