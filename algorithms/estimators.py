@@ -45,7 +45,7 @@ class AdvantageConfig:
 
     @classmethod
     def from_mapping(cls, m: Mapping | None) -> AdvantageConfig:
-        """Build from a dict/DictConfig; an unknown key raises ValueError naming it."""
+        """Build from a plain mapping; an unknown key raises ValueError naming it."""
         m = dict(m or {})
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(m) - known)

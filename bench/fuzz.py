@@ -26,7 +26,7 @@ from pathlib import Path
 from earthrl.envs.core.env import INTERNAL_ERROR, RSEnv
 from earthrl.envs.formats.codeact import parse_codeact
 from earthrl.envs.formats.hierarchical import parse_route
-from earthrl.envs.formats.registry import FormatUnavailable
+from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
 from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, count_calls_after_first, extract_call,
                                           first_json_object, strip_fence, tag_body)
 from earthrl.envs.paths import data_dir
@@ -165,8 +165,8 @@ def bench_fuzz(n: int = 2000) -> dict:
             run(args | hostile_arguments(TOOLS[name]) if mode == "execute" else args, per_tool,
                 tool_case, name, mode)
         try:
-            env_for("codeact", mode)
-        except FormatUnavailable as e:  # no sandbox on this machine: said, and counted
+            sandbox_backend()
+        except SandboxUnavailable as e:  # no sandbox on this machine: said, and counted
             counts["codeact_skipped"] += 1
             print(f"  codeact tool cases skipped: {e}")
             continue

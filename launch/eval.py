@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import to_settings
 from earthrl.launch import lifecycle
 from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
@@ -203,7 +204,7 @@ class EvalJob:
         lora, weights = inputs.adapter if inputs.adapter else (None, None)
         if inputs.memory is not None:
             print(inputs.memory.line(), flush=True)
-        runtime = RolloutRuntime(cfg, inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
+        runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
                                  kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
         if weights is not None:
             runtime.push_lora(weights)
@@ -214,7 +215,7 @@ class EvalJob:
             chunk = todo[start:start + k]
             for mode in dict.fromkeys(m for _, m in chunk):
                 tasks = [t for t, m in chunk if m == mode]
-                trajs, _ = runtime.rollout(tasks, int(ev.samples), chunk_no, cfg.sampling, mode, int(cfg.seed),
+                trajs, _ = runtime.rollout(tasks, int(ev.samples), chunk_no, to_settings(cfg.sampling), mode, int(cfg.seed),
                                            group_prefix=f"eval/{mode}/")
                 with lifecycle.protected(), traj_path.open("a") as f:  # whole lines only
                     for i, traj in enumerate(trajs):

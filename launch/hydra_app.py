@@ -14,6 +14,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import register
 
 
 def slug(value: str) -> str:
@@ -25,6 +26,8 @@ def slug(value: str) -> str:
 # ${slug:${tasks.name}} in experiment names (a task file path must not become nested folders)
 if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", slug)
+
+register()  # the schemas the primary configs list first (conf/config.yaml: train_schema, …)
 
 # command -> Hydra config name in conf/
 CONFIG_NAMES = {"train": "config", "eval": "eval", "sft": "sft", "learn": "learn"}

@@ -15,8 +15,12 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
-from earthrl.launch.config_rules import check_config
-from earthrl.rollout.runtime import env_kwargs, check_task_data
+from earthrl.envs.core.env import MODES
+from earthrl.envs.formats.registry import available_formats
+from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
+from earthrl.envs.tools.toolsets import resolve_toolset
+from earthrl.launch.config_schema import check_config, to_settings
+from earthrl.rollout.runtime import check_task_data
 from earthrl.envs.paths import model_dir, data_dir
 from earthrl.models.fetch import available_models
 from earthrl.models.fs import file_in_the_way
@@ -45,10 +49,33 @@ def check_output_dir(key: str, output_dir: str | Path | None) -> None:
                           f"to continue) with {key}=DIR")
 
 
+def check_env(env) -> None:
+    """The typed ``env`` settings against the registries: a registered action format and mode, a known
+    toolset, and for codeact a sandbox this machine can run under ``env.format_options.sandbox`` (the one
+    check before Ray starts; the sandbox itself refuses the same way).
+
+    Raises:
+        ConfigError: the first problem, one line naming the accepted values or the fix.
+    """
+    if env.action_format not in available_formats():
+        raise ConfigError(f"env.action_format={env.action_format}: use one of {', '.join(available_formats())}")
+    if env.mode not in MODES:
+        raise ConfigError(f"env.mode={env.mode}: use one of {', '.join(MODES)}")
+    try:
+        resolve_toolset(env.toolset, TOOLS)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if env.action_format == "codeact":
+        try:
+            sandbox_backend(env.format_options.sandbox.allow_weaker)
+        except SandboxUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def check_job_config(cfg: DictConfig, command: str) -> None:
-    """Every config value (:func:`earthrl.launch.config_rules.check_config`), the run folder
-    (:func:`check_output_dir`), the ``env`` group's settings (:func:`earthrl.rollout.runtime.env_kwargs`)
-    and the rollout engine's name.
+    """Every config value (:func:`earthrl.launch.config_schema.check_config`), the run folder
+    (:func:`check_output_dir`), the ``env`` group's settings (:func:`check_env`) and the rollout engine's
+    name.
 
     Raises:
         ConfigError: the first bad value.
@@ -58,10 +85,10 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     check_config(cfg, command)
     key = OUTPUT_DIR_KEYS[command]
     check_output_dir(key, OmegaConf.select(cfg, key))
-    env_kwargs(cfg.env)
+    check_env(to_settings(cfg.env))
     if cfg.cluster.engine in ("auto", "vllm"):
         try:  # the engine's own check, before anything is written or started
-            vllm_python(str((cfg.cluster.get("vllm") or {}).get("python", "auto")))
+            vllm_python(str(cfg.cluster.vllm.python))
         except EngineUnavailable as exc:
             raise ConfigError(str(exc)) from None
     if cfg.cluster.engine != "auto" and cfg.cluster.engine not in ENGINES:

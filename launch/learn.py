@@ -34,7 +34,9 @@ from omegaconf import DictConfig, OmegaConf
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
 from earthrl.launch import lifecycle
-from earthrl.launch.config_rules import check_config
+from earthrl.launch.config_schema import check_config
+from earthrl.launch.config_schema.sft import SFTConfig
+from earthrl.launch.config_schema.tasks import TasksConfig
 from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
 from earthrl.launch.override_text import CONF_DIR, as_overrides
 from earthrl.launch.warm_start import preset_file
@@ -79,7 +81,8 @@ class LearnRecipe:
 
     def compare_modes(self) -> list[str]:
         """The SFT modes of the comparison other than the warm start's own (that one is the ``sft`` stage)."""
-        own = str(OmegaConf.load(preset_file(str(self.ln.warm_start), "learn.warm_start")).mode)
+        preset = OmegaConf.load(preset_file(str(self.ln.warm_start), "learn.warm_start"))
+        own = str(OmegaConf.merge(OmegaConf.structured(SFTConfig), preset).mode)  # the preset on the schema
         return [m for m in dict.fromkeys(map(str, self.ln.compare_modes)) if m != own]
 
     def stage_jobs(self) -> dict[str, tuple[str, list[str]]]:
@@ -187,7 +190,7 @@ class LearnRecipe:
         if not group.is_file():
             known = ", ".join(sorted(p.stem for p in group.parent.glob("*.yaml")))
             raise ConfigError(f"learn.tasks={ln.tasks}: no such task group; use one of {known}")
-        suite = OmegaConf.load(group)
+        suite = OmegaConf.merge(OmegaConf.structured(TasksConfig), OmegaConf.load(group))  # the preset on the schema
         self.heldout = load_tasks(str(suite.name), str(ln.heldout_split), data_root(OmegaConf.create({"tasks": suite})),
                                   split_key="learn.heldout_split")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.override_text import CONF_DIR  # noqa: F401 - re-exported: tests and callers take it from here
-from earthrl.launch.hydra_app import CONFIG_NAMES  # importing it registers the ${slug:…} resolver
+from earthrl.launch.config_schema import composition_error
+from earthrl.launch.hydra_app import CONFIG_NAMES  # importing it registers the ${slug:…} resolver and the schemas
 
 
 
@@ -73,12 +74,15 @@ def compose_job(name: str, overrides: list[str]):
     from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
 
+    command = next((c for c, n in CONFIG_NAMES.items() if n == name), "train")
     try:
         cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(_did_you_mean(exc, overrides, name) or one_line(exc)) from None
+        raise ConfigError(composition_error(exc, command, overrides) or _did_you_mean(exc, overrides, name)
+                          or one_line(exc)) from None
     except Exception as exc:  # noqa: BLE001 - Hydra raises ValueError/TypeError… for some malformed overrides
-        raise ConfigError(f"{one_line(exc)}: write key=value (https://hydra.cc/docs/advanced/override_grammar/basic/)") from None
+        raise ConfigError(composition_error(exc, command, overrides) or f"{one_line(exc)}: write key=value "
+                          "(https://hydra.cc/docs/advanced/override_grammar/basic/)") from None
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         del cfg["hydra"]

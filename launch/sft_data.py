@@ -10,11 +10,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import to_settings
+from earthrl.launch.config_schema.algorithm import SamplingConfig
 from earthrl.launch.job_inputs import data_root
 from earthrl.rewards.outcome import answer_correct
 from earthrl.rollout.runtime import env_kwargs
@@ -27,7 +29,7 @@ TEACHER_ENGINES = ("hf", "vllm", "openai")
 
 def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
     """The RSEnv of the config's ``env`` group (what the agent loop's EnvPool workers build)."""
-    return RSEnv(root, workspace, **env_kwargs(cfg.env))
+    return RSEnv(root, workspace, **env_kwargs(to_settings(cfg.env)))
 
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
@@ -36,8 +38,8 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
-        teacher: ``{"engine", "model", "base_url", "api_key", "samples", "temperature", "max_new_tokens",
-            "max_turns"}`` for ``source="teacher"``.
+        teacher: ``{"engine", "model", "base_url", "api_key", "samples", "temperature", "max_new_tokens"}``
+            for ``source="teacher"`` (its turns per episode: ``env.max_turns``).
 
     Raises:
         ConfigError: an unknown source or teacher engine.
@@ -60,7 +62,7 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
         chat = openai_chat(t["base_url"], t["model"], temperature=float(t.get("temperature", 0.0)),
                            max_tokens=int(t.get("max_new_tokens", 512)), api_key=t.get("api_key") or "EMPTY")
         return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), phrasing=phrasing,
-                              max_turns=int(t.get("max_turns") or cfg.env.max_turns),
+                              max_turns=int(cfg.env.max_turns),
                               stop_strings=tuple(cfg.env.stop_strings))
     finally:
         env.close()
@@ -73,15 +75,15 @@ def _engine_teacher(cfg, tasks, root, ws, teacher, phrasing):
     from earthrl.rollout.runtime import RolloutRuntime  # lazy: Ray at start
 
     path = model_path(cfg)
-    sampling = OmegaConf.create({"temperature": float(teacher.get("temperature", 0.7)), "top_p": 1.0,
-                                 "max_new_tokens": int(teacher.get("max_new_tokens", 128))})
+    sampling = SamplingConfig(temperature=float(teacher["temperature"]), top_p=1.0,
+                              max_new_tokens=int(teacher["max_new_tokens"]))
     memory = job_budget(cfg, path, len(tasks) * int(teacher.get("samples", 1)), learner=False)
-    runtime = RolloutRuntime(cfg, path, root, ws / "workspaces", lora=None,
+    runtime = RolloutRuntime(to_settings(cfg), path, root, ws / "workspaces", lora=None,
                              kv_cache_gib=memory.kv if memory is not None else None)
     env = make_env(cfg, root, ws / "ws")
     try:
         trajs, _ = runtime.rollout(tasks, int(teacher.get("samples", 1)), 0, sampling, phrasing, int(cfg.seed),
-                                   group_prefix="teacher/", max_turns=teacher.get("max_turns"))
+                                   group_prefix="teacher/")
         by_id = {t["id"]: t for t in tasks}
         users = {t["id"]: env.reset(TaskSpec.model_validate(t), phrasing) for t in tasks}
         recs = [from_trajectory(tr, by_id[tr.task_id], system=runtime.system_prompt, user=users[tr.task_id],

@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
     b.add_argument("--samples", type=int, default=1, help="teacher episodes per task")
     b.add_argument("--temperature", type=float, default=0.7)
     b.add_argument("--max-new-tokens", type=int, default=256)
-    b.add_argument("--max-turns", type=int, default=None)
+    b.add_argument("--max-turns", type=int, default=None, help="turns per episode (the override env.max_turns=N)")
     b.add_argument("overrides", nargs="*", help="Hydra overrides of the sft config (e.g. env.max_obs_chars=600)")
     args = p.parse_args(argv)
     try:
@@ -74,8 +74,9 @@ def main(argv: list[str]) -> int:
                     overrides.append(f"model.path={args.model}" if "/" in args.model else f"model={args.model}")
             teacher = {"engine": args.engine, "model": args.model, "base_url": args.base_url,
                        "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"), "samples": args.samples,
-                       "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
-                       "max_turns": args.max_turns}
+                       "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+        if args.max_turns is not None:
+            overrides.append(f"env.max_turns={args.max_turns}")
         cfg = compose_for(args.format, overrides)
         tasks = load_tasks(cfg.tasks.name, args.split, data_root(cfg))[: args.max_tasks]
         recs, counts = build_records(args.source, cfg, tasks, seed=args.seed, phrasing=args.phrasing, teacher=teacher)

@@ -40,6 +40,7 @@ from earthrl.rollout.faults import fault_counts, FailureGuard
 from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
                                         flat_metrics)
 from earthrl.launch import lifecycle
+from earthrl.launch.config_schema import to_settings
 from earthrl.launch.job_inputs import (check_job_config, data_root, holds_run, load_tasks, model_path,
                                       start_run_folder)
 from earthrl.rollout.runtime import RolloutRuntime
@@ -105,7 +106,7 @@ class HeldoutEval:
     one, the held-out tasks rolled out with the current weights, their report written to
     ``<output_dir>/heldout/step_NNNNNN/`` and one console line."""
 
-    cfg: DictConfig  # trainer.heldout, trainer.steps, seed, env.action_format, algorithm.max_turns
+    cfg: DictConfig  # trainer.heldout, trainer.steps, seed, env.action_format
     tasks: list[dict]  # TrainInputs.heldout_tasks
     output_dir: Path  # the run folder
     runtime: RolloutRuntime  # holds the policy's current weights
@@ -132,9 +133,8 @@ class HeldoutEval:
         saved = rng_state()
         try:
             ho = self.cfg.trainer.heldout
-            trajs, _ = self.runtime.rollout(self.tasks, int(ho.samples), step, ho.sampling, ho.phrasing,
-                                            int(self.cfg.seed), group_prefix="heldout/",
-                                            max_turns=self.cfg.algorithm.max_turns)
+            trajs, _ = self.runtime.rollout(self.tasks, int(ho.samples), step, to_settings(ho.sampling), ho.phrasing,
+                                            int(self.cfg.seed), group_prefix="heldout/")
             entries = [{"task_id": t.task_id, "mode": ho.phrasing, "action_format": self.cfg.env.action_format,
                         "trajectory": t.to_dict()} for t in trajs]
             report = build_report(entries, {t["id"]: t for t in self.tasks}, n_resamples=int(ho.bootstrap),
@@ -274,7 +274,7 @@ class LocalGRPORecipe:
 
         if inputs.memory is not None:
             print(inputs.memory.line(), flush=True)
-        self.runtime = RolloutRuntime(cfg, inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
+        self.runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
                                       kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
         print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why}); learner and engine", flush=True)
@@ -315,8 +315,8 @@ class LocalGRPORecipe:
     def rollout(self, step: int, tasks: list[dict]):
         """Sample G trajectories per task; returns (trajectories, engine stats of the batching client)."""
         cfg = self.cfg
-        return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, cfg.algorithm.sampling,
-                                    cfg.tasks.phrasing, int(cfg.seed), max_turns=cfg.algorithm.max_turns)
+        return self.runtime.rollout(tasks, int(cfg.algorithm.group_size), step, to_settings(cfg.algorithm.sampling),
+                                    cfg.tasks.phrasing, int(cfg.seed))
 
     def sample_batch(self, step: int, tasks: list[dict]) -> StepBatch:
         """Rollout + score of one step, with DAPO dynamic sampling when ``algorithm.filter_groups.enabled``.

@@ -19,6 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import to_settings
 from earthrl.models.lora import merge_lora
 
 VERL_MODULES = "earthrl.algorithms.verl_plugin,earthrl.rollout.verl_loop"
@@ -110,7 +111,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     merged.earthrl = {"data_root": str(data_root), "workspace_root": str(out_dir / "workspaces"), "env": env,
                       "num_workers": int(cfg.env.num_workers), "step_timeout_s": timeout,
                       "phrasing": str(cfg.tasks.phrasing),
-                      "max_turns": int(alg.max_turns or cfg.env.max_turns),
+                      "max_turns": int(cfg.env.max_turns),
                       "max_new_tokens": int(alg.sampling.max_new_tokens), "stop_strings": list(cfg.env.stop_strings),
                       "algorithm": OmegaConf.to_container(alg, resolve=True)}
     check_verl_config(merged)
@@ -219,7 +220,7 @@ def verl_job(cfg: DictConfig, *, model_path: Path, data_root: Path, tasks: list[
     data_dir = Path(cfg.trainer.output_dir) / "verl_data"
     train_file, val_file = data_dir / "train.parquet", data_dir / "val.parquet"
     vc = compose_verl_config(cfg, model_path=model_path, data_root=data_root, train_file=train_file,
-                             val_file=val_file, env=env_kwargs(cfg.env))
+                             val_file=val_file, env=env_kwargs(to_settings(cfg.env)))
     est = memory_estimate(cfg, model_path)
     print(est.lines(), flush=True)
     check_fits(est)

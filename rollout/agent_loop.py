@@ -149,17 +149,18 @@ TURN_FIELDS_FROM_ENV = ("role", "subgoal", "tool_calls", "verdict", "verdict_rea
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """Agent-loop limits.
+    """Agent-loop limits of one rollout, built by the caller from the config (``env.max_turns``,
+    ``env.max_context_tokens``; the schema in ``launch/config_schema/env.py`` holds their defaults).
 
     Attributes:
         max_turns: assistant turns per episode before it is cut (no answer = incorrect).
         max_context_tokens: an episode stops when its ids exceed this many tokens.
-        phrasing: task phrasing shown to the agent: "IF" (steps given) or "AP" (goal only).
+        phrasing: task phrasing shown to the agent: "IF" (steps given), "AP" (goal only) or "OW".
     """
 
-    max_turns: int = 4
-    max_context_tokens: int = 3072
-    phrasing: str = "IF"
+    max_turns: int
+    max_context_tokens: int
+    phrasing: str
 
 
 async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, tokenizer,

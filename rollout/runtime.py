@@ -8,58 +8,29 @@ agent loop. The learner (train) and the report (eval) sit on top of it.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
-from earthrl.envs.core.env import MODES, RSEnv
-from earthrl.envs.formats.registry import available_formats
-from earthrl.envs.tools.registry import TOOLS
-from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.envs.errors import ConfigError
-from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
 from earthrl.envs.data.catalog import catalog, missing_hint
 from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
 from earthrl.rollout.ray_signals import keep_stop_handlers
 from earthrl.envs.core.pool import EnvPool
 from earthrl.rollout.chat import ChatCodec
 
-# env config keys forwarded to RSEnv (the rest configure the agent loop or the pool)
-ENV_LOOP_KEYS = ("num_workers", "max_turns", "max_context_tokens", "stop_strings", "step_timeout_s")
 
-
-def env_kwargs(env_cfg: DictConfig) -> dict:
-    """RSEnv keyword arguments from the ``env`` config group, checked before anything runs:
-    every key except the loop's own, a registered action format and mode, a known toolset.
-
-    Raises:
-        ConfigError: an unknown key, format, mode or toolset (names the accepted ones).
-    """
-    import inspect
-
-    accepted = set(inspect.signature(RSEnv.__init__).parameters) - {"self", "data_root", "workspace"}
-    given = OmegaConf.to_container(env_cfg, resolve=True)
-    sandbox = given.pop("sandbox", None) or {}  # env.sandbox.* -> the codeact format's options
-    if sandbox:
-        given["format_options"] = {**(given.get("format_options") or {}), "sandbox": sandbox}
-    unknown = sorted(set(given) - accepted - set(ENV_LOOP_KEYS))
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]} is not an environment setting; known: "
-                          f"{', '.join(sorted(accepted | set(ENV_LOOP_KEYS)))}")
-    if given.get("action_format", "json") not in available_formats():
-        raise ConfigError(f"env.action_format={given['action_format']}: use one of {', '.join(available_formats())}")
-    if given.get("mode", "execute") not in MODES:
-        raise ConfigError(f"env.mode={given['mode']}: use one of {', '.join(MODES)}")
-    try:
-        resolve_toolset(given.get("toolset", "mini"), TOOLS)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if given.get("action_format") == "codeact":  # refuse before Ray starts, in one line
-        try:
-            sandbox_backend(bool(sandbox.get("allow_weaker", False)))
-        except SandboxUnavailable as exc:
-            raise ConfigError(str(exc)) from None
-    return {k: v for k, v in given.items() if k in accepted}
+def env_kwargs(env) -> dict:
+    """RSEnv keyword arguments from the typed ``env`` settings (``earthrl.launch.config_schema.env.EnvConfig``,
+    checked by the launcher before anything starts): the action format, mode, toolset, injected errors,
+    verifier threshold, observation budget and the format's options (sandbox limits and
+    :class:`~earthrl.envs.sandbox.parent.SandboxSettings`). The other env settings configure the agent loop
+    (:class:`~earthrl.rollout.agent_loop.LoopConfig`) and the pool."""
+    inject = env.inject_errors
+    return {"action_format": env.action_format, "mode": env.mode,
+            "toolset": list(env.toolset) if isinstance(env.toolset, (list, tuple)) else env.toolset,
+            "inject_errors": ({k: v for k, v in asdict(inject).items() if v is not None} if inject is not None else None),
+            "nan_max": float(env.nan_max), "max_obs_chars": int(env.max_obs_chars),
+            "format_options": {"limits": dict(env.format_options.limits), "sandbox": env.format_options.sandbox}}
 
 
 def check_task_data(tasks: list[dict], data_root: Path) -> None:
@@ -128,7 +99,8 @@ class RolloutRuntime:
     """Ray + rollout engine + EnvPool + chat codec for one model.
 
     Args:
-        cfg: the composed Hydra config (groups ``model``, ``env``, ``cluster``).
+        settings: the job's typed settings (``earthrl.launch.config_schema.roots.JobConfig``: its ``model``,
+            ``env`` and ``cluster``), never the Hydra tree.
         model_path: HF folder of the base model.
         data_root: data folder of the task suite.
         workspace_root: where EnvPool episodes get their workspaces.
@@ -137,7 +109,7 @@ class RolloutRuntime:
             (``launch/host_memory``); None: the engine's default.
     """
 
-    def __init__(self, cfg: DictConfig, model_path: Path, data_root: Path, workspace_root: Path,
+    def __init__(self, settings, model_path: Path, data_root: Path, workspace_root: Path,
                  lora: dict | None, kv_cache_gib: float | None = None) -> None:
         import ray
         from transformers import AutoTokenizer
@@ -145,30 +117,31 @@ class RolloutRuntime:
         # lazy: torch at import (hf_engine); config checks import this module
         from earthrl.rollout.engines import make_engine, resolve_engine
 
-        self.cfg = cfg
+        cluster, env = settings.cluster, settings.env
+        self.env = env
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.codec = ChatCodec(self.tokenizer)
         eos = self.tokenizer.eos_token_id
         stop_ids = [self.codec.eos_id] + ([eos] if eos is not None and eos != self.codec.eos_id else [])
         if not ray.is_initialized():
             with keep_stop_handlers():  # Ray's SIGTERM handler would bypass the run's clean stop
-                ray.init(num_cpus=int(cfg.cluster.num_cpus), include_dashboard=False, log_to_driver=True,
-                         object_store_memory=int(cfg.cluster.object_store_memory_mb) * 2**20,
+                ray.init(num_cpus=int(cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                         object_store_memory=int(cluster.object_store_memory_mb) * 2**20,
                          configure_logging=False)
-        vllm_opts = cfg.cluster.get("vllm") or {}
-        self.engine_name, why = resolve_engine(cfg.cluster.engine, str(vllm_opts.get("python", "auto")))
-        print(f"cluster.engine={cfg.cluster.engine} -> {self.engine_name} ({why})", flush=True)
-        options = OmegaConf.to_container(cfg.cluster.get(self.engine_name) or OmegaConf.create({}), resolve=True)
+        self.engine_name, why = resolve_engine(cluster.engine, str(cluster.vllm.python))
+        print(f"cluster.engine={cluster.engine} -> {self.engine_name} ({why})", flush=True)
+        engine_options = getattr(cluster, self.engine_name, None)  # cluster.hf / cluster.vllm
+        options = asdict(engine_options) if engine_options is not None else {}
         if kv_cache_gib is not None:
             options["kv_cache_gib"] = float(kv_cache_gib)
         self._start_engine = lambda: make_engine(
             self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
-            stop_strings=list(cfg.env.stop_strings), dtype=cfg.model.dtype, num_threads=int(cfg.cluster.torch_threads))
+            stop_strings=list(env.stop_strings), dtype=settings.model.dtype, num_threads=int(cluster.torch_threads))
         self.engine = self._start_engine()
         self._lora_state: dict | None = None
         self.engine_restarts = 0
-        timeout = cfg.env.get("step_timeout_s")
-        self.pool = EnvPool(int(cfg.env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(cfg.env),
+        timeout = env.step_timeout_s
+        self.pool = EnvPool(int(env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(env),
                             step_timeout_s=float(timeout) if timeout is not None else None)
         self.system_prompt = self.pool.system_prompt()
 
@@ -195,18 +168,17 @@ class RolloutRuntime:
         self.engine_restarts += 1
         return self.engine
 
-    def rollout(self, tasks: list[dict], group_size: int, step: int, sampling: DictConfig, phrasing: str,
-                seed: int, group_prefix: str = "", max_turns: int | None = None) -> tuple[list, dict]:
+    def rollout(self, tasks: list[dict], group_size: int, step: int, sampling, phrasing: str,
+                seed: int, group_prefix: str = "") -> tuple[list, dict]:
         """Sample ``group_size`` trajectories per task.
 
         Args:
             tasks: TaskSpec dicts.
             step: step index (part of the group keys and of the sampling seed).
-            sampling: ``temperature``, ``top_p``, ``max_new_tokens``.
+            sampling: ``temperature``, ``top_p``, ``max_new_tokens`` (a typed sampling setting).
             phrasing: ``"IF"``/``"AP"``/``"OW"``.
             seed: run seed; the engine seed of the step is derived from it and ``step``.
             group_prefix: prefix of the group keys (keeps eval groups apart from training groups).
-            max_turns: assistant turns per episode; None: ``env.max_turns``.
 
         Returns:
             (trajectories grouped by task in order, engine stats of the batching client). Faults
@@ -218,10 +190,10 @@ class RolloutRuntime:
         # lazy: torch at import; config checks import this module
         from earthrl.rollout.hf_engine import SamplingParams
 
-        env = self.cfg.env
+        env = self.env
         params = SamplingParams(max_new_tokens=int(sampling.max_new_tokens), temperature=float(sampling.temperature),
                                 top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
-        loop_cfg = LoopConfig(max_turns=int(max_turns or env.max_turns), max_context_tokens=int(env.max_context_tokens),
+        loop_cfg = LoopConfig(max_turns=int(env.max_turns), max_context_tokens=int(env.max_context_tokens),
                               phrasing=phrasing)
 
         async def go():

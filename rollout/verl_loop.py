@@ -40,6 +40,7 @@ import uuid
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.sandbox.parent import SandboxSettings
 from earthrl.rollout.agent_loop import EngineFailure, LoopConfig, run_episode
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.trajectory import Trajectory
@@ -142,6 +143,16 @@ def to_agent_loop_output(traj: Trajectory, *, uid: str, response_length: int, ta
                            extra_fields=extra)
 
 
+def _typed_env(env: dict) -> dict:
+    """The env keyword arguments as ``env_kwargs`` made them: the sandbox settings, which crossed verl's
+    config as a mapping, become :class:`~earthrl.envs.sandbox.parent.SandboxSettings` again."""
+    options = dict(env.get("format_options") or {})
+    if isinstance(options.get("sandbox"), dict):
+        options["sandbox"] = SandboxSettings(**options["sandbox"])
+        env = {**env, "format_options": options}
+    return env
+
+
 def _plain(value):
     """An OmegaConf node (or numpy scalar) as plain Python."""
     from omegaconf import OmegaConf  # lazy: only when the config is an OmegaConf node
@@ -178,8 +189,8 @@ class EarthRLAgentLoop(AgentLoopBase):
                          sort_keys=True, default=str)
         if key not in cls.pools:
             timeout = settings.get("step_timeout_s")
-            pool = EnvPool(int(settings.get("num_workers", 1)), str(settings["data_root"]),
-                           str(settings["workspace_root"]), env_kwargs=settings.get("env") or {},
+            pool = EnvPool(int(settings["num_workers"]), str(settings["data_root"]),
+                           str(settings["workspace_root"]), env_kwargs=_typed_env(settings.get("env") or {}),
                            step_timeout_s=float(timeout) if timeout is not None else None)
             cls.pools[key] = (pool, pool.system_prompt())
         return cls.pools[key]
@@ -199,8 +210,8 @@ class EarthRLAgentLoop(AgentLoopBase):
         s = self.earthrl
         rollout = self.rollout_config
         engine = ServerManagerEngine(self.server_manager, uuid.uuid4().hex, dict(sampling_params),
-                                     int(s.get("max_new_tokens", 512)), list(s.get("stop_strings") or []), self.stop_ids)
-        cfg = LoopConfig(max_turns=int(s.get("max_turns", 4)), phrasing=str(s.get("phrasing", "IF")),
+                                     int(s["max_new_tokens"]), list(s["stop_strings"]), self.stop_ids)
+        cfg = LoopConfig(max_turns=int(s["max_turns"]), phrasing=str(s["phrasing"]),
                          max_context_tokens=int(rollout.prompt_length) + int(rollout.response_length))
         t0 = time.perf_counter()
         traj = await run_episode(task, uid, system=self.system_prompt, codec=self.codec, tokenizer=self.tokenizer,

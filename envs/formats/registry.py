@@ -125,12 +125,14 @@ class CodeActFormat(ActionFormat):
     turn's ``tool_calls`` are the env's records of the calls (validated arguments), its verdict
     the worst of theirs. Every tool and skill action is bound; the env refuses the ones the
     toolset does not allow. Options: ``limits`` (keyword arguments of ``SandboxLimits``),
-    ``sandbox`` (``{"allow_weaker": bool}``: where bubblewrap cannot run, run on a weaker
-    backend that says what it lacks; config ``env.sandbox.allow_weaker``).
+    ``sandbox`` (:class:`~earthrl.envs.sandbox.parent.SandboxSettings`, config
+    ``env.format_options.sandbox``; absent: bubblewrap or nothing), handed to every episode's
+    sandbox, which refuses (:class:`~earthrl.envs.sandbox.parent.SandboxUnavailable`, one line
+    naming the fix) where bubblewrap cannot run and no weaker backend is allowed — the launcher
+    asks the same question before anything starts.
 
     Raises:
-        FormatUnavailable: :mod:`earthrl.envs.formats.codeact` is not importable, or bubblewrap
-            cannot run here and ``allow_weaker`` is not set (one line naming the fix).
+        FormatUnavailable: :mod:`earthrl.envs.formats.codeact` is not importable.
     """
 
     def __init__(self, env, **options):
@@ -141,11 +143,8 @@ class CodeActFormat(ActionFormat):
         except ImportError as e:
             raise FormatUnavailable(f"action_format codeact needs earthrl.envs.formats.codeact and "
                                     f"earthrl.envs.sandbox.parent ({e})") from None
-        self.allow_weaker = bool((self.options.get("sandbox") or {}).get("allow_weaker", False))
-        try:
-            self._sandbox.sandbox_backend(self.allow_weaker)
-        except self._sandbox.SandboxUnavailable as e:
-            raise FormatUnavailable(str(e)) from None
+        sandbox = self.options.get("sandbox")
+        self.allow_weaker = bool(sandbox.allow_weaker) if sandbox is not None else False
         self.session = None
         self._outs: list = []
 

@@ -22,7 +22,7 @@ its variables between :meth:`Sandbox.exec` calls. Layers, outermost first
 
 The sandbox never weakens by itself: where bubblewrap cannot run, :class:`Sandbox` refuses with
 :class:`SandboxUnavailable` (one line naming why and the fix) unless ``allow_weaker=True``
-(config ``env.sandbox.allow_weaker=true``), which runs on the kernel layers (``unshare``
+(config ``env.format_options.sandbox.allow_weaker=true``), which runs on the kernel layers (``unshare``
 network + PID namespaces and Landlock) if the machine offers both, or else on the audit hook and
 rlimits, and says in one line what that backend lacks (:data:`LACKS`).
 
@@ -188,6 +188,20 @@ class ExecResult:
         return asdict(self)
 
 
+@dataclass
+class SandboxSettings:
+    """How the CodeAct sandbox may run on this machine: the one settings object that config
+    ``env.format_options.sandbox`` becomes and that the action format hands to each sandbox (its
+    default lives in the config schema, ``earthrl.launch.config_schema.env``).
+
+    Attributes:
+        allow_weaker: where bubblewrap cannot run, run on a weaker backend that says what it lacks
+            (:func:`sandbox_backend`); false: refuse with :class:`SandboxUnavailable`.
+    """
+
+    allow_weaker: bool
+
+
 class SandboxUnavailable(RuntimeError):
     """Bubblewrap cannot isolate the interpreter on this machine and no weaker backend was
     allowed (``allow_weaker``)."""
@@ -248,7 +262,7 @@ USERNS_HINT = ("enable unprivileged user namespaces when not root (sysctl "
 def sandbox_backend(allow_weaker: bool = False) -> str:
     """Which boundary the interpreter gets (probed once per process). Only ``"bwrap"`` is
     chosen by itself; where bubblewrap cannot run, ``allow_weaker`` (config
-    ``env.sandbox.allow_weaker=true``) picks ``"kernel"`` (``unshare`` network + PID namespaces
+    ``env.format_options.sandbox.allow_weaker=true``) picks ``"kernel"`` (``unshare`` network + PID namespaces
     and Landlock, where both work) or else ``"weaker"``, and a warning line says what it lacks
     (:data:`LACKS`).
 
@@ -263,9 +277,9 @@ def sandbox_backend(allow_weaker: bool = False) -> str:
     if not allow_weaker:
         raise SandboxUnavailable(
             f"the CodeAct sandbox needs bubblewrap and it cannot run here ({why}); "
-            f"{INSTALL_HINT}, {USERNS_HINT}, or set env.sandbox.allow_weaker=true to run on the "
+            f"{INSTALL_HINT}, {USERNS_HINT}, or set env.format_options.sandbox.allow_weaker=true to run on the "
             f"{backend!r} backend, which lacks {LACKS[backend]}")
-    log.warning("CodeAct sandbox on the %r backend (env.sandbox.allow_weaker=true; bubblewrap "
+    log.warning("CodeAct sandbox on the %r backend (env.format_options.sandbox.allow_weaker=true; bubblewrap "
                 "cannot run: %s): it lacks %s", backend, why, LACKS[backend])
     return backend
 

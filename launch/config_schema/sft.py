@@ -1,0 +1,58 @@
+"""``sft``: the LoRA SFT warm start (conf/sft/<name>.yaml picks one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from omegaconf import MISSING
+
+from earthrl.launch.config_schema.rules import PHRASINGS, setting
+from earthrl.launch.config_schema.trainer import RUN_DIR
+
+SFT_MODES = ("oracle", "unmasked", "masked")
+
+
+@dataclass
+class SFTDataConfig:
+    """The SFT trajectories."""
+
+    path: Optional[str] = setting(None, "JSONL of SFT trajectories (`earthrl sft-data build`); null: built from "
+                                        "the train split into <output_dir>/data/<source>.jsonl (reused when there)")
+    max_tasks: Optional[int] = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
+    max_tokens: int = setting(3072, "trajectories with more tokens are left out (counted)", range=(64, None))
+    phrasing: str = setting("IF", "question phrasing of the built data", choices=PHRASINGS)
+    seed: int = setting(0, "failure-aware data: which fault each task gets", range=(0, None))
+
+
+@dataclass
+class DeepSpeedConfig:
+    """Read by the cluster backend; the local CPU backend runs without DeepSpeed."""
+
+    zero_stage: Optional[int] = setting(None, "ZeRO stage on GPUs (2 | 3); null: none", range=(0, 3))
+    offload_optimizer: bool = setting(False, "ZeRO: optimizer state on the CPU")
+    offload_param: bool = setting(False, "ZeRO-3: parameters on the CPU")
+
+
+@dataclass
+class SFTConfig:
+    """Schema of conf/sft/*.yaml."""
+
+    name: str = setting(MISSING, "the preset's name")
+    mode: str = setting("masked", "oracle (oracle trajectories) | unmasked (failure-aware, every assistant turn) | "
+                                  "masked (failure-aware, error turns labelled -100)", choices=SFT_MODES)
+    data: SFTDataConfig = setting(factory=SFTDataConfig, doc="the SFT trajectories")
+    epochs: int = setting(1, "passes over the data", range=(1, None))
+    max_steps: Optional[int] = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
+    global_batch: int = setting(4, "sequences per optimizer step", range=(1, None))
+    micro_batch_size: int = setting(2, "sequences per forward/backward", range=(1, None))
+    lr: float = setting(1.0e-4, "peak learning rate", range=(0, None), lo_open=True)
+    lr_min: float = setting(1.0e-5, "cosine decay from lr to lr_min over the run", range=(0, None))
+    warmup_steps: int = setting(0, "linear warm-up steps", range=(0, None))
+    weight_decay: float = setting(0.0, "AdamW weight decay", range=(0, None))
+    grad_clip: float = setting(1.0, "gradient norm clip", range=(0, None), lo_open=True)
+    save_every: int = setting(0, "checkpoint every N steps (0: only at the end)", range=(0, None))
+    keep_checkpoints: int = setting(2, "newest checkpoints kept", range=(1, None))
+    export: bool = setting(False, "also write a merged HF folder in <output_dir>/export")
+    output_dir: str = setting(RUN_DIR, "the run folder")
+    deepspeed: DeepSpeedConfig = setting(factory=DeepSpeedConfig, doc="DeepSpeed on GPUs")
