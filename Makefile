@@ -86,8 +86,10 @@ test-assets: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 	$(BIN)/earthrl fetch model tiny-llama
 
-# the suite without the longest scenario runs (marker `long`); `make test-long` runs those
+# lint (ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade; pyproject [tool.ruff]), then the
+# suite without the longest scenario runs (marker `long`); `make test-long` runs those
 test: test-assets
+	$(BIN)/ruff check .
 	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m "not long" $(PYTEST_ARGS)
 
 # the longest end-to-end scenarios (learn chain, kill/resume, resume equality, real faults, sweeps):

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import torch
 
-from earthrl.algorithms.estimators import (ROLES, AdvantageConfig, TurnBatch, keyed_turn_advantages,
-                                           trajectory_advantages)
+from earthrl.algorithms.estimators import (
+    ROLES,
+    AdvantageConfig,
+    TurnBatch,
+    keyed_turn_advantages,
+    trajectory_advantages,
+)
 from earthrl.algorithms.registry import ESTIMATORS
 
 

@@ -40,7 +40,12 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 
 import torch
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY, register_adv_est, register_policy_loss
+from verl.trainer.ppo.core_algos import (
+    ADV_ESTIMATOR_REGISTRY,
+    POLICY_LOSS_REGISTRY,
+    register_adv_est,
+    register_policy_loss,
+)
 
 from earthrl.algorithms.broadcast import turn_runs
 from earthrl.algorithms.estimators import ROLES, AdvantageConfig, TurnBatch

@@ -96,7 +96,7 @@ def _transformers(model_path: Path, dtype: str, threads: int, max_new_tokens: in
             ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
             mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
             with torch.inference_mode():
-                out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,
+                out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=True,  # noqa: F821 - model: bound in run(), deleted after the measurement
                                      temperature=TEMPERATURE, top_p=1.0, top_k=None, eos_token_id=[stop], pad_token_id=pad)
             return [int(n) for n in (out[:, width:] != -1).sum(dim=1)]
 

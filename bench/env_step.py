@@ -21,7 +21,7 @@ from earthrl.envs.core.pool import EnvPool
 from earthrl.envs.paths import data_dir
 
 LT = "LT50350322008174PAC01"
-ACTION = '<tool_call>{"name": "raster_stats", "arguments": {"name": "%s:b4"}}</tool_call>' % LT
+ACTION = f'<tool_call>{{"name": "raster_stats", "arguments": {{"name": "{LT}:b4"}}}}</tool_call>'
 
 
 async def _measure(pool, n: int, action: str) -> tuple[list[float], list[float]]:

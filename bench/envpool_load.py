@@ -61,7 +61,7 @@ def _left(pool, before: list[dict], workspace: Path, settle_s: float = 0.5, trie
     target), child processes, open episodes, sandbox cgroups, workspace folders. Measured again
     after ``settle_s`` while anything shows (a descriptor Ray opens for a moment, a sandbox
     being reaped); a leak stays."""
-    for attempt in range(tries):
+    for _ in range(tries):
         after = _usage(pool)
         changed = [t for a, b in zip(after, before) for fd, t in a["fds"].items() if b["fds"].get(fd) != t]
         # EarthRL's env code opens no socket (the sandboxes run in their own network namespace and

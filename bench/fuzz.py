@@ -26,10 +26,16 @@ from pathlib import Path
 from earthrl.envs.core.env import INTERNAL_ERROR, RSEnv
 from earthrl.envs.formats.codeact import parse_codeact
 from earthrl.envs.formats.hierarchical import parse_route
-from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
-from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, count_calls_after_first, extract_call,
-                                          first_json_object, strip_fence, tag_body)
+from earthrl.envs.formats.parsers import (
+    MAX_ACTION_CHARS,
+    count_calls_after_first,
+    extract_call,
+    first_json_object,
+    strip_fence,
+    tag_body,
+)
 from earthrl.envs.paths import data_dir
+from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
 from earthrl.envs.tools.registry import TOOLS
 
 HANG_S = 5.0  # one case taking longer counts as a hang
@@ -84,8 +90,16 @@ def bench_fuzz(n: int = 2000) -> dict:
     from hypothesis import given
 
     # lazy: fuzz_cases imports hypothesis (the test extra)
-    from earthrl.bench.fuzz_cases import (TASK, codeact_parse_problem, codeact_tool_turns, fuzz_settings,
-                                              hostile_arguments, model_outputs, step_problem, tool_arguments)
+    from earthrl.bench.fuzz_cases import (
+        TASK,
+        codeact_parse_problem,
+        codeact_tool_turns,
+        fuzz_settings,
+        hostile_arguments,
+        model_outputs,
+        step_problem,
+        tool_arguments,
+    )
 
     kinds: collections.Counter = collections.Counter()
     counts = collections.Counter()

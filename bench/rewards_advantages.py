@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 import time
 
-from earthrl.rollout.trajectory import Trajectory, Turn
 from earthrl.algorithms.broadcast import turn_values_to_tokens
 from earthrl.algorithms.estimators import TurnBatch, token_advantages
 from earthrl.algorithms.registry import ESTIMATORS
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.rewards.scoring import score
+from earthrl.rollout.trajectory import Trajectory, Turn
 
 TASK = {
     "id": "bench/ndvi_share", "skill": "spectral_index",

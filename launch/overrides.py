@@ -8,13 +8,11 @@ that names the override and the fix.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
-from earthrl.launch.override_text import CONF_DIR  # noqa: F401 - re-exported: tests and callers take it from here
 from earthrl.launch.config_schema import composition_error
 from earthrl.launch.hydra_app import CONFIG_NAMES  # importing it registers the ${slug:…} resolver and the schemas
-
+from earthrl.launch.override_text import CONF_DIR  # noqa: F401 - re-exported: tests and callers take it from here
 
 
 def one_line(exc: Exception) -> str:

@@ -25,35 +25,41 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from earthrl.algorithms.estimators import token_advantages
+from earthrl.algorithms.group_filter import outcome_groups
 from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
-from earthrl.algorithms.group_filter import outcome_groups
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.envs.paths import model_dir
-from earthrl.models.checkpoint import (save_checkpoint, resolve_resume, load_checkpoint, rng_state,
-                                       set_rng_state, list_checkpoints, check_init_checkpoint, load_adapter_weights,
-                                       checkpoint_step)
-from earthrl.rewards.scoring import Scores, score
-from earthrl.rollout.faults import fault_counts, FailureGuard
-from earthrl.rollout.run_logger import (format_step, log_internal_errors, RunLogger, truncate_logs,
-                                        flat_metrics)
 from earthrl.launch import lifecycle
 from earthrl.launch.config_schema import to_settings
-from earthrl.launch.job_inputs import (check_job_config, data_root, holds_run, load_tasks, model_path,
-                                      start_run_folder)
-from earthrl.rollout.runtime import RolloutRuntime
-from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
+from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
+from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
+from earthrl.launch.machine_size import resolve_auto_sizes
+from earthrl.launch.verl_config import verl_job
+from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
+from earthrl.models.checkpoint import (
+    check_init_checkpoint,
+    checkpoint_step,
+    list_checkpoints,
+    load_adapter_weights,
+    load_checkpoint,
+    resolve_resume,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from earthrl.models.dtype import resolve_dtype
+from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
-from earthrl.models.export import export_merged
-from earthrl.launch.verl_config import verl_job
-from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
-from earthrl.launch.machine_size import resolve_auto_sizes
-from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
+from earthrl.rewards.scoring import Scores, score
+from earthrl.rollout.faults import FailureGuard, fault_counts
+from earthrl.rollout.run_logger import RunLogger, flat_metrics, format_step, log_internal_errors, truncate_logs
+from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 
 
 @dataclass(frozen=True)

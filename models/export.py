@@ -29,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-from earthrl.models.fs import atomic_folder, file_in_the_way
 from earthrl.envs.paths import model_dir
+from earthrl.models.fs import atomic_folder, file_in_the_way
 
 EXPORT_MARKER = "earthrl_export.json"
 _DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
@@ -193,7 +193,7 @@ def export_merged(
             "lora_alpha": peft_cfg.lora_alpha,
             "target_modules": sorted(peft_cfg.target_modules),
             "dtype": str(dtype).removeprefix("torch."),
-            "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         (tmp / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
     return out_dir

@@ -180,7 +180,7 @@ def _fetch(source: Source, force: bool) -> Path:
                     "source_packages": [pkg.requirement for pkg in source.packages],
                     **extra,
                     "build_version": source.version,
-                    "converted_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                    "converted_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                     "files": files,
                 }
                 (tmp / source.marker).write_text(json.dumps(meta, indent=2) + "\n")

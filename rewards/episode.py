@@ -64,7 +64,7 @@ class EpisodeRecord:
         return asdict(self)
 
     @classmethod
-    def from_trajectory(cls, traj, task: dict, *, mode: str, action_format: str) -> "EpisodeRecord":
+    def from_trajectory(cls, traj, task: dict, *, mode: str, action_format: str) -> EpisodeRecord:
         """Record of an EarthRL rollout.
 
         Args:
@@ -100,7 +100,7 @@ class EpisodeRecord:
     def from_earthbench_prediction(cls, task_id: str, tool_calls: list | None, answer_text: str | None,
                                    truth: str | dict | None, *, mode: str, skill: str = "",
                                    known_tools: set[str] | None = None,
-                                   lenient: bool = True) -> "EpisodeRecord":
+                                   lenient: bool = True) -> EpisodeRecord:
         """Record of one Earth-Agent prediction (its ``extracted_tool_calls.json`` entry and
         ``results_summary_polished.json`` answer).
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from earthrl.envs.tools.registry import TOOLS
 from earthrl.rewards.outcome import answer_correct, reference_steps
 from earthrl.rewards.registry import REWARDS
-from earthrl.envs.tools.registry import TOOLS
 
 DATA_OUTPUT_KINDS = ("raster", "mask", "classes", "segments", "vector", "series", "table")
 

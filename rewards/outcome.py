@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-from earthrl.rewards.registry import REWARDS
 from earthrl.envs.tools.registry import TOOLS
+from earthrl.rewards.registry import REWARDS
 
 _UNIT_ALIASES = {"%": "percent", "percent": "percent", "pct": "percent", "km2": "km²", "km^2": "km²",
                  "km²": "km²", "m2": "m²", "m^2": "m²", "m²": "m²", "k": "K", "kelvin": "K", "": ""}

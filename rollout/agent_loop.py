@@ -104,7 +104,7 @@ class BatchingEngineClient:
                 self._wake.clear()
                 try:
                     await asyncio.wait_for(self._wake.wait(), remaining)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             batch, self.pending = self.pending[: self.max_batch], self.pending[self.max_batch:]
             t0 = time.perf_counter()

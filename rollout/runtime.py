@@ -11,12 +11,12 @@ import asyncio
 from dataclasses import asdict
 from pathlib import Path
 
-from earthrl.envs.errors import ConfigError
-from earthrl.envs.data.catalog import catalog, missing_hint
-from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
-from earthrl.rollout.ray_signals import keep_stop_handlers
 from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.data.catalog import catalog, missing_hint
+from earthrl.envs.errors import ConfigError
+from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
 from earthrl.rollout.chat import ChatCodec
+from earthrl.rollout.ray_signals import keep_stop_handlers
 
 
 def env_kwargs(env) -> dict:
@@ -187,6 +187,7 @@ class RolloutRuntime:
         """
         # lazy: torch at import; config checks import this module
         from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+
         # lazy: torch at import; config checks import this module
         from earthrl.rollout.hf_engine import SamplingParams
 

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.reference_actions import codeact_action
-from earthrl.rollout.sft_data import (Judge, SFTTrajectory, call_text, finish, reference_calls, route_action, start,
-                                      step)
+from earthrl.rollout.sft_data import Judge, SFTTrajectory, call_text, finish, reference_calls, route_action, start, step
 
 FAULT_KINDS = ("hallucinated_artifact", "wrong_argument", "unknown_tool", "bad_json")
 DEPENDENCY, CONSTRAINT, PATTERN = "dependency", "constraint", "error pattern"

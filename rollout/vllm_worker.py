@@ -28,7 +28,6 @@ import time
 import traceback
 from multiprocessing.connection import Listener
 
-
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """``max_lora_rank`` values vLLM accepts; the adapter's rank is rounded up to the next one."""
 

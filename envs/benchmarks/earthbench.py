@@ -277,7 +277,7 @@ def load_earthbench(folder: Path, *, answer_source: str = "dialog") -> list[Task
         phr = _phrasings(tid, task.get("evaluation"))
         ref = refs.get(tid)
         calls = ref["calls"] if ref is not None else dialog_tool_calls(
-            task["dialogs"], lambda field, problem: _fail(tid, field, problem))
+            task["dialogs"], lambda field, problem, tid=tid: _fail(tid, field, problem))
         answer = _answer(tid, task, phr, ref and ref["final_answer"], answer_source)
         opts = "".join(f"\n{k}. {v}" for k, v in (answer.options or {}).items())
         question = {k: ev["question"].strip() + opts for k, ev in phr.items()}

@@ -29,8 +29,20 @@ from pathlib import Path
 import numpy as np
 
 from earthrl.envs.benchmarks.earthbench_map import follows_signature, map_call, output_names, safe_path
-from earthrl.envs.core.audit import (CONVENTIONS, Auditor, Convention, Evaluation, Judge, ReplayError, TaskAudit,
-                                     audit_task, judge_answer, nearest_choice, play, with_overrides)
+from earthrl.envs.core.audit import (
+    CONVENTIONS,
+    Auditor,
+    Convention,
+    Evaluation,
+    Judge,
+    ReplayError,
+    TaskAudit,
+    audit_task,
+    judge_answer,
+    nearest_choice,
+    play,
+    with_overrides,
+)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 

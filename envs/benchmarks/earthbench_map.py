@@ -25,9 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from earthrl.envs.core.mock import register_placeholder
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.envs.core.mock import register_placeholder
 
 
 @dataclass(frozen=True)

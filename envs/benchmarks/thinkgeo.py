@@ -108,7 +108,7 @@ def load_thinkgeo(folder: Path) -> list[TaskSpec]:
             raise _fail(tid, "files", "must be a list of {type, path}")
         if "gt_answer" not in item:
             raise _fail(tid, "gt_answer", "is missing (use null for image-generation tasks)")
-        calls = [ToolCall(**c) for c in dialog_tool_calls(dialogs, lambda f, p: _fail(tid, f, p))]
+        calls = [ToolCall(**c) for c in dialog_tool_calls(dialogs, lambda f, p, tid=tid: _fail(tid, f, p))]
         tasks.append(TaskSpec(id=tid, question={"AP": query.strip()}, data=[str(f["path"]) for f in files],
                               reference=calls, answer=_answer(tid, item["gt_answer"]),
                               skill=guess_skill(" ".join([query, *(c.name for c in calls)])),

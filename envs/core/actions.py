@@ -13,8 +13,8 @@ from __future__ import annotations
 import inspect
 import json
 
-from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.core.skills import SKILL_IDS, SKILLS, skill_tools
+from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.registry import Registry
 from earthrl.envs.tools.registry import Args, Tool, ToolResult, openai_schema
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from earthrl.envs.core.reference_actions import scripted_actions
 from earthrl.envs.core.tasks import TaskSpec

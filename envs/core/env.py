@@ -22,27 +22,27 @@ from pathlib import Path
 
 import numpy as np
 
-from earthrl.envs.tools.arg_bounds import bounded_record
-from earthrl.envs.tools.arg_checks import argument_problems
-from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.data.catalog import catalog, missing_hint, scene_line
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
-from earthrl.envs.formats.parsers import ActionError, check_action_length, validate_arguments
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.core.tasks import TaskSpec
-from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult, TOOLS, openai_schema
-from earthrl.envs.registry import Registry
-from earthrl.envs.tools.toolsets import resolve_toolset
-from earthrl.envs.formats.registry import make_format
 from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
+from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
+from earthrl.envs.data.catalog import catalog, missing_hint, scene_line
+from earthrl.envs.formats.parsers import ActionError, check_action_length, validate_arguments
+from earthrl.envs.formats.registry import make_format
+from earthrl.envs.registry import Registry
+from earthrl.envs.tools.arg_bounds import bounded_record
+from earthrl.envs.tools.arg_checks import argument_problems
+from earthrl.envs.tools.registry import TOOLS, Tool, ToolContext, ToolResult, openai_schema
+from earthrl.envs.tools.toolsets import resolve_toolset
 
 
-def _execute(env: "RSEnv", tool: Tool, args, call: dict) -> ToolResult:
+def _execute(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
     return tool.fn(ToolContext(env.registry, call), args)
 
 
-def _mock(env: "RSEnv", tool: Tool, args, call: dict) -> ToolResult:
+def _mock(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
     return run_mock(env.registry, tool, args, call)
 
 

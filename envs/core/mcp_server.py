@@ -16,8 +16,8 @@ from pathlib import Path
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from earthrl.envs.core.tool_api import open_env
 from earthrl.envs.core.actions import ENV_ACTIONS
+from earthrl.envs.core.tool_api import open_env
 from earthrl.envs.tools.registry import openai_schema
 
 

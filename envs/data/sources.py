@@ -295,7 +295,7 @@ class _Builder:
                           "here; give each date its own scene id",
                           "scene id with two dates or sensors; give each date its own scene id")
             return
-        for name, path, info, common in bands:
+        for name, _path, _info, _common in bands:
             if name in s["bands"]:
                 self.out.skip(where, f"band {name} of scene {sid} is also in {s['bands'][name][0].name}; "
                               "give the bands distinct names", "band twice in one scene; give the bands distinct names")

@@ -19,8 +19,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from earthrl.envs.paths import earthrl_home
 from earthrl.envs.data.scene import Scene, scene_from_record
+from earthrl.envs.paths import earthrl_home
 
 VERSION = 1
 

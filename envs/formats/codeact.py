@@ -14,8 +14,8 @@ is :attr:`ExecResult.error <earthrl.envs.sandbox.parent.ExecResult>`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.sandbox.parent import ExecResult, Sandbox, SandboxLimits, ToolHandler
@@ -95,7 +95,7 @@ class CodeActSession:
     """
 
     def __init__(self, workspace: Path, tool_handler: ToolHandler | None = None,
-                 limits: SandboxLimits = SandboxLimits(), max_output_chars: int = 800, *,
+                 limits: SandboxLimits = SandboxLimits(), max_output_chars: int = 800, *,  # noqa: B008 - frozen
                  tools: dict | None = None, read_roots: Sequence[Path] = (),
                  allow_weaker: bool = False):
         self.sandbox = Sandbox(workspace, limits, tool_handler, tools=tools, read_roots=read_roots,

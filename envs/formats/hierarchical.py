@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import json
 
-from earthrl.envs.formats.registry import ActionFormat, register_format, run_hermes_call
 from earthrl.envs.formats.parsers import ActionError, extract_call, first_json_object, tag_body
 from earthrl.envs.formats.prompts import compact_schema
+from earthrl.envs.formats.registry import ActionFormat, register_format, run_hermes_call
 from earthrl.envs.tools.registry import FAMILIES, openai_schema
 
 FAMILY_ROLES = {

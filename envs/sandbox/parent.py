@@ -59,19 +59,20 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Sequence
 
+from earthrl.envs.data.workspace_fs import workspace_usage
 from earthrl.envs.sandbox.bwrap import INSTALL_HINT, bwrap_command, bwrap_probe
 from earthrl.envs.sandbox.cgroup import SandboxCgroup
 from earthrl.envs.sandbox.interpreter import interpreter_layout
-from earthrl.envs.data.workspace_fs import workspace_usage
-from earthrl.envs.sandbox.procs import cpu_s as proc_cpu_s, descendants, signal_all, stop_tree
+from earthrl.envs.sandbox.landlock import landlock_abi
+from earthrl.envs.sandbox.procs import cpu_s as proc_cpu_s
+from earthrl.envs.sandbox.procs import descendants, signal_all, stop_tree
 from earthrl.envs.sandbox.seccomp_filter import seccomp_fd
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.envs.sandbox.landlock import landlock_abi
 
 CHILD = Path(__file__).with_name("child.py")
 LANDLOCK = Path(__file__).with_name("landlock.py")

@@ -18,8 +18,20 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from earthrl.envs.core.audit import (CONVENTIONS, Auditor, Convention, Evaluation, Judge, ReplayError, TaskAudit,
-                                     audit_task, judge_answer, nearest_choice, play, with_overrides)
+from earthrl.envs.core.audit import (
+    CONVENTIONS,
+    Auditor,
+    Convention,
+    Evaluation,
+    Judge,
+    ReplayError,
+    TaskAudit,
+    audit_task,
+    judge_answer,
+    nearest_choice,
+    play,
+    with_overrides,
+)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.suites.audit_exact import threshold_value

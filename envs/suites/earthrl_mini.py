@@ -37,14 +37,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from earthrl.envs.suites.templates import TEMPLATES, Ambiguous, DataAbsent, SuiteData, Skeleton
-from earthrl.envs.suites.variants import assign_splits, choice_variants
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall, register_suite, save_tasks_file
-from earthrl.envs.tools.toolsets import MINI_TOOLS
-from earthrl.envs.tools.registry import TOOLS, ToolContext
 from earthrl.envs.data.artifacts import ArtifactRegistry
 from earthrl.envs.data.catalog import catalog
 from earthrl.envs.paths import earthrl_home
+from earthrl.envs.suites.templates import TEMPLATES, Ambiguous, DataAbsent, Skeleton, SuiteData
+from earthrl.envs.suites.variants import assign_splits, choice_variants
+from earthrl.envs.tools.registry import TOOLS, ToolContext
+from earthrl.envs.tools.toolsets import MINI_TOOLS
 
 SUITE = "earthrl-mini"
 CORE_MAX_CALLS = 4

@@ -12,15 +12,15 @@ builds whatever the tool set allows. Answers are not computed here (see
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from earthrl.envs.registry import Registry
 from earthrl.envs.core.tasks import SKILLS
 from earthrl.envs.data.catalog import catalog, read_band
+from earthrl.envs.registry import Registry
 
 TEST_SHARE = 0.25
 SITE = "WRS-2 path 35 row 32"
@@ -86,7 +86,7 @@ class Template:
     name: str
     skill: str
     tools: tuple[str, ...]
-    make: Callable[["SuiteData"], list[Skeleton]]
+    make: Callable[[SuiteData], list[Skeleton]]
 
 
 TEMPLATES: Registry = Registry("template", ("earthrl.envs.suites.templates_core", "earthrl.envs.suites.templates_ext"))
@@ -139,7 +139,7 @@ class SuiteData:
     scene_split: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_root(cls, data_root: Path) -> "SuiteData":
+    def from_root(cls, data_root: Path) -> SuiteData:
         """Scan ``data_root`` (+ sibling data sets, e.g. ``landsat8``).
 
         Raises:

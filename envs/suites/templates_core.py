@@ -13,9 +13,20 @@ from __future__ import annotations
 import itertools
 
 from earthrl.envs.suites.templates import (
-    SITE, Ambiguous, SuiteData, Skeleton, argmax_letter, c, clear, describe, last, letters,
-    options_line, rank, template)
-
+    SITE,
+    Ambiguous,
+    Skeleton,
+    SuiteData,
+    argmax_letter,
+    c,
+    clear,
+    describe,
+    last,
+    letters,
+    options_line,
+    rank,
+    template,
+)
 
 S2_INDICES = ("NDVI", "NDWI", "SAVI", "EVI", "NDMI", "NBR", "MNDWI", "GNDVI", "NDREI", "NBR2",
               "OSAVI", "NIRv")

@@ -11,8 +11,19 @@ shares, ±1 % for percent changes, ±0.002 per year for trend slopes.
 from __future__ import annotations
 
 from earthrl.envs.suites.templates import (
-    SITE, DataAbsent, SuiteData, Skeleton, c, clear, describe, last, letters, numeric,
-    options_line, template)
+    SITE,
+    DataAbsent,
+    Skeleton,
+    SuiteData,
+    c,
+    clear,
+    describe,
+    last,
+    letters,
+    numeric,
+    options_line,
+    template,
+)
 from earthrl.envs.suites.templates_core import _pairs
 
 L1_DESC = ("a {sensor} Level-1 scene {s} of {d} (reflective and thermal bands as DN with the "

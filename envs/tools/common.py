@@ -146,7 +146,10 @@ def check_raster_size(tool: str, rows: float, cols: float, argument: str, fix: s
     """
     rows, cols = float(rows), float(cols)
     if not (rows * cols <= MAX_RASTER_PIXELS):  # also refuses NaN
-        side = (lambda x: f"{x:.0f}" if x < 1e9 else f"{x:.3g}")
+
+        def side(x: float) -> str:
+            return f"{x:.0f}" if x < 1e9 else f"{x:.3g}"
+
         raise ToolError("raster_too_large", f"{tool}: {argument} would make a {side(rows)}×{side(cols)} "
                         f"raster ({rows * cols:.3g} pixels); the largest allowed is "
                         f"{MAX_RASTER_PIXELS:.0e} pixels: {fix}")

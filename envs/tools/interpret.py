@@ -10,10 +10,9 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
+from earthrl.envs.tools.common import align, call_hash, fmt, load_layer, load_vector, out_name, write_raster
 from earthrl.envs.tools.mini_toolset import compare, compute_index
-from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, load_vector, out_name,
-                                       write_raster)
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _AI = dict(domain="AI Interpretation")
 

@@ -24,14 +24,25 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.tools import band_math
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band, scene_line
-from earthrl.envs.tools.common import (  # noqa: F401  (re-exported API)
-    ALL_SKILLS, Layer, align as _align, fmt, load_layer, out_name as _out_name,
-    same_grid as _same_grid, valid_values, write_raster as _write_raster)
+from earthrl.envs.tools import band_math
+from earthrl.envs.tools.common import ALL_SKILLS, Layer, fmt, load_layer, valid_values  # noqa: F401  (re-exported API)
+from earthrl.envs.tools.common import align as _align
+from earthrl.envs.tools.common import out_name as _out_name
+from earthrl.envs.tools.common import same_grid as _same_grid
+from earthrl.envs.tools.common import write_raster as _write_raster
 from earthrl.envs.tools.registry import (  # noqa: F401  (re-exported API)
-    DOMAINS, FAMILIES, TOOLS, Args, Tool, ToolContext, ToolResult, openai_schema, register_tool)
+    DOMAINS,
+    FAMILIES,
+    TOOLS,
+    Args,
+    Tool,
+    ToolContext,
+    ToolResult,
+    openai_schema,
+    register_tool,
+)
 
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
        "==": operator.eq, "!=": operator.ne}

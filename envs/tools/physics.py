@@ -14,11 +14,10 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.calibration import parse_mtl
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
+from earthrl.envs.tools.common import align, call_hash, fmt, load_layer, out_name, same_grid, valid_values, write_raster
 from earthrl.envs.tools.mini_toolset import IndexArgs, spectral_index
-from earthrl.envs.tools.common import (align, call_hash, fmt, load_layer, out_name, same_grid, valid_values,
-                                       write_raster)
 from earthrl.envs.tools.preprocess import to_dataarray
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.tvdi_core import tvdi_edges, tvdi_index, tvdi_valid
 
 _PG = dict(domain="Physical & GIS Analytics")

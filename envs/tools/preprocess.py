@@ -14,10 +14,21 @@ from pydantic import Field, model_validator
 
 from earthrl.envs.data import calibration
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.data.catalog import BQA_BITS, read_band, scene_line, band_units, reflectance
+from earthrl.envs.data.catalog import BQA_BITS, band_units, read_band, reflectance, scene_line
+from earthrl.envs.tools.common import (
+    ALL_SKILLS,
+    MAX_RASTER_PIXELS,
+    Layer,
+    align,
+    call_hash,
+    check_raster_size,
+    fmt,
+    load_layer,
+    load_vector,
+    out_name,
+    write_raster,
+)
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.common import (ALL_SKILLS, MAX_RASTER_PIXELS, Layer, call_hash, check_raster_size,
-                                       fmt, load_layer, load_vector, out_name, write_raster, align)
 
 _DP = dict(domain="Data & Preprocessing", family="SPA")
 _AOI_SKILLS = ("water_flood", "land_cover", "vegetation_drought", "change_trend")

@@ -12,8 +12,9 @@ skills (:data:`SKILLS`), accepted sensors, valid value range and output kind
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 

@@ -10,9 +10,9 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.common import fmt, load_layer, same_grid, valid_values
 from earthrl.envs.tools.mini_toolset import OPS
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _SA = dict(domain="Spatio-Temporal Analysis", family="SAA")
 

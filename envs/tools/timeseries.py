@@ -14,11 +14,20 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.catalog import read_band
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
+from earthrl.envs.tools.common import (
+    call_hash,
+    decimal_years,
+    fmt,
+    load_layer,
+    load_series,
+    out_name,
+    parents,
+    same_grid,
+    write_raster,
+)
 from earthrl.envs.tools.mini_toolset import compute_index
-from earthrl.envs.tools.common import (call_hash, decimal_years, fmt, load_layer, load_series,
-                                       out_name, parents, same_grid, write_raster)
 from earthrl.envs.tools.preprocess import bqa_field
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _ST = dict(domain="Spatio-Temporal Analysis", family="SAA")
 

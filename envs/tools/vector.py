@@ -12,10 +12,9 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.area import geometry_areas
-from earthrl.envs.tools.common import (call_hash, fmt, load_layer, load_vector, out_name, parents,
-                                       write_vector)
+from earthrl.envs.tools.common import call_hash, fmt, load_layer, load_vector, out_name, parents, write_vector
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _GIS = dict(domain="Physical & GIS Analytics", family="SPA")
 

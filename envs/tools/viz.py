@@ -7,10 +7,19 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
-from earthrl.envs.tools.common import (align, load_layer, load_series, load_vector, out_name, parents,
-                                       valid_values, write_png, Layer)
 from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.tools.common import (
+    Layer,
+    align,
+    load_layer,
+    load_series,
+    load_vector,
+    out_name,
+    parents,
+    valid_values,
+    write_png,
+)
+from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _VZ = dict(domain="Visualization", family="SAA")
 

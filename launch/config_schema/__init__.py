@@ -22,7 +22,17 @@ from omegaconf.errors import OmegaConfBaseException
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema.roots import ROOTS
-from earthrl.launch.config_schema.rules import Group, Mapping, Rule, Section, Unknown, unwrap, field_types, rule_of, section_problem
+from earthrl.launch.config_schema.rules import (
+    Group,
+    Mapping,
+    Rule,
+    Section,
+    Unknown,
+    field_types,
+    rule_of,
+    section_problem,
+    unwrap,
+)
 
 __all__ = ["ROOTS", "check_config", "composition_error", "leaf_keys", "register", "rule_for", "to_settings"]
 

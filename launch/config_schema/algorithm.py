@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -66,14 +66,14 @@ class AlgorithmConfig:
     name: str = setting(MISSING, "the algorithm's name (part of the experiment name)")
     group_size: int = setting(4, "G: trajectories per task (G = 1 gives every group-normalised advantage 0)",
                               range=(2, None))
-    action_format: Optional[str] = setting(None, "the env.action_format the algorithm needs (null: any)")
+    action_format: str | None = setting(None, "the env.action_format the algorithm needs (null: any)")
     estimator: str = setting("grpo", "advantage estimator (algorithms.registry.ESTIMATORS): grpo | grpo_tap | "
                                      "hierarchical | executor_node")
     reward: str = setting("outcome", "trajectory reward (rewards.registry.REWARDS) or module:function")
-    reward_kwargs: Dict[str, Any] = setting({}, "keyword arguments of the reward")
-    turn_reward: Optional[str] = setting(None, "per-turn reward (hirs_specialist | executor_tiered) or null")
-    turn_reward_kwargs: Dict[str, Any] = setting({}, "keyword arguments of the turn reward")
-    lora: Dict[str, Any] = setting({}, "overrides of model.lora for this algorithm (e.g. rank, alpha)")
+    reward_kwargs: dict[str, Any] = setting({}, "keyword arguments of the reward")
+    turn_reward: str | None = setting(None, "per-turn reward (hirs_specialist | executor_tiered) or null")
+    turn_reward_kwargs: dict[str, Any] = setting({}, "keyword arguments of the turn reward")
+    lora: dict[str, Any] = setting({}, "overrides of model.lora for this algorithm (e.g. rank, alpha)")
     advantage: AdvantageConfig = setting(factory=AdvantageConfig, doc="group-normalised advantages")
     policy_loss: PolicyLossConfig = setting(factory=PolicyLossConfig, doc="the policy loss")
     lr: float = setting(5.0e-5, "learning rate of the adapter (AdamW)", range=(0, None), lo_open=True)

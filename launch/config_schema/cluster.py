@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -63,4 +63,4 @@ class ClusterConfig:
     object_store_memory_mb: int = setting(1024, "Ray object store, MiB (75: Ray's smallest)", range=(75, None))
     hf: HFConfig = setting(factory=HFConfig, doc="options of engine hf")
     vllm: VllmConfig = setting(factory=VllmConfig, doc="options of engine vllm")
-    verl: Optional[VerlConfig] = setting(None, "backend=verl: the GPU job (null: the cluster cannot run it)")
+    verl: VerlConfig | None = setting(None, "backend=verl: the GPU job (null: the cluster cannot run it)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from earthrl.envs.sandbox.parent import SandboxSettings
 from earthrl.launch.config_schema.rules import Num, setting
@@ -15,14 +15,14 @@ class InjectErrorsConfig:
 
     rate: float = setting(0.1, "probability that a tool call fails with an injected error", range=(0, 1))
     seed: int = setting(0, "seed of the injector's random draws", range=(0, None))
-    kinds: Optional[List[str]] = setting(None, "error kinds to inject; null: every injectable kind", nonempty=True)
+    kinds: list[str] | None = setting(None, "error kinds to inject; null: every injectable kind", nonempty=True)
 
 
 @dataclass
 class FormatOptionsConfig:
     """Options of the action format (read by the codeact format; the others take none)."""
 
-    limits: Dict[str, Any] = setting({}, "CodeAct sandbox limits: keyword arguments of "
+    limits: dict[str, Any] = setting({}, "CodeAct sandbox limits: keyword arguments of "
                                          "earthrl.envs.sandbox.parent.SandboxLimits (seconds, MiB, counts); "
                                          "a limit not named keeps SandboxLimits' value",
                                      values=Num(0, lo_open=True))
@@ -47,12 +47,12 @@ class EnvConfig:
                              range=(0, 1))
     format_options: FormatOptionsConfig = setting(factory=FormatOptionsConfig, doc="options of the action format")
     num_workers: int = setting(2, "EnvPool Ray actors (episodes run in parallel)", range=(1, None))
-    step_timeout_s: Optional[float] = setting(300.0, "seconds an env call may take before it is marked env_timeout "
+    step_timeout_s: float | None = setting(300.0, "seconds an env call may take before it is marked env_timeout "
                                                      "and its worker replaced; null: no limit",
                                               range=(0, None), lo_open=True)
     max_turns: int = setting(5, "assistant turns per episode before it is cut (no answer: incorrect)",
                              range=(1, None))
     max_obs_chars: int = setting(600, "observations are truncated to this many characters", range=(1, None))
     max_context_tokens: int = setting(3072, "an episode stops when its tokens exceed this", range=(1, None))
-    stop_strings: List[str] = setting(["</tool_call>"], "a generated turn ends after any of these strings "
+    stop_strings: list[str] = setting(["</tool_call>"], "a generated turn ends after any of these strings "
                                                         "([]: at the end-of-turn token)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -22,10 +22,10 @@ class LearnConfig:
     env: str = setting("json", "a conf/env preset", choices=("json", "codeact", "hierarchical"))
     heldout_split: str = setting("test", "the split every evaluation runs", choices=SPLITS)
     warm_start: Any = setting(MISSING, "the conf/sft preset of the warm start GRPO continues from", preset="sft")
-    compare_modes: List[str] = setting([], "further SFT modes with the same preset, each evaluated",
+    compare_modes: list[str] = setting([], "further SFT modes with the same preset, each evaluated",
                                        choices=SFT_MODES)
-    common: Dict[str, Any] = setting({}, "settings of every stage (model, tasks, env, cluster, logger keys)")
-    grpo: Dict[str, Any] = setting({}, "settings of the GRPO stage (`earthrl train` keys)")
-    eval: Dict[str, Any] = setting({}, "settings of every evaluation (`earthrl eval` keys)")
+    common: dict[str, Any] = setting({}, "settings of every stage (model, tasks, env, cluster, logger keys)")
+    grpo: dict[str, Any] = setting({}, "settings of the GRPO stage (`earthrl train` keys)")
+    eval: dict[str, Any] = setting({}, "settings of every evaluation (`earthrl eval` keys)")
     bootstrap: int = setting(1000, "resamples of every interval", range=(0, None))
     output_dir: str = setting("runs/learn/${learn.name}", "the recipe's folder")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -20,7 +20,7 @@ class LoraConfig:
     rank: int = setting(16, "LoRA rank r (dimensions of the low-rank update)", range=(1, None))
     alpha: float = setting(32.0, "LoRA alpha: the update is scaled by alpha / rank", range=(0, None), lo_open=True)
     dropout: float = setting(0.0, "dropout probability on the LoRA input", range=(0, 0.99))
-    target_modules: List[str] = setting(ALL_LINEAR, "module names that get an adapter (default: every linear layer)",
+    target_modules: list[str] = setting(ALL_LINEAR, "module names that get an adapter (default: every linear layer)",
                                         nonempty=True)
 
 
@@ -32,9 +32,9 @@ class ArchConfig:
     hidden_size: int = setting(MISSING, "hidden size (elements)", range=(1, None))
     num_hidden_layers: int = setting(MISSING, "decoder layers", range=(1, None))
     num_attention_heads: int = setting(MISSING, "query heads", range=(1, None))
-    num_key_value_heads: Optional[int] = setting(None, "key/value heads (GQA); null: num_attention_heads",
+    num_key_value_heads: int | None = setting(None, "key/value heads (GQA); null: num_attention_heads",
                                                  range=(1, None))
-    head_dim: Optional[int] = setting(None, "elements per head; null: hidden_size / num_attention_heads",
+    head_dim: int | None = setting(None, "elements per head; null: hidden_size / num_attention_heads",
                                       range=(1, None))
     intermediate_size: int = setting(MISSING, "MLP hidden size (elements)", range=(1, None))
     vocab_size: int = setting(MISSING, "vocabulary size (tokens)", range=(1, None))
@@ -46,7 +46,7 @@ class ModelConfig:
     """Schema of conf/model/*.yaml."""
 
     name: str = setting(MISSING, "model name: the folder $EARTHRL_HOME/models/<name> and `earthrl fetch model <name>`")
-    path: Optional[str] = setting(None, "a local Hugging Face folder (config.json, safetensors, tokenizer); "
+    path: str | None = setting(None, "a local Hugging Face folder (config.json, safetensors, tokenizer); "
                                         "null: $EARTHRL_HOME/models/<name>")
     dtype: str = setting("auto", "weights and compute dtype; auto: bf16 on a GPU or a CPU with AVX512-BF16/AMX, "
                                  "float32 elsewhere (models/dtype.py)", choices=DTYPES)

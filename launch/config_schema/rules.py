@@ -279,8 +279,8 @@ def rule_of(cls: type, f: dataclasses.Field) -> Rule:
     if tp is str:
         return Text(m.get("choices", ()), empty=m.get("empty", False), null=null)
     origin = typing.get_origin(tp)
-    if origin in (list, typing.List):
+    if origin in (list, list):
         return ListOf(Text(m.get("choices", ())), nonempty=m.get("nonempty", False), null=null)
-    if origin in (dict, typing.Dict):
+    if origin in (dict, dict):
         return Mapping(m.get("values"))
     return Free()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from omegaconf import MISSING
 
@@ -17,9 +16,9 @@ SFT_MODES = ("oracle", "unmasked", "masked")
 class SFTDataConfig:
     """The SFT trajectories."""
 
-    path: Optional[str] = setting(None, "JSONL of SFT trajectories (`earthrl sft-data build`); null: built from "
+    path: str | None = setting(None, "JSONL of SFT trajectories (`earthrl sft-data build`); null: built from "
                                         "the train split into <output_dir>/data/<source>.jsonl (reused when there)")
-    max_tasks: Optional[int] = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
+    max_tasks: int | None = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
     max_tokens: int = setting(3072, "trajectories with more tokens are left out (counted)", range=(64, None))
     phrasing: str = setting("IF", "question phrasing of the built data", choices=PHRASINGS)
     seed: int = setting(0, "failure-aware data: which fault each task gets", range=(0, None))
@@ -29,7 +28,7 @@ class SFTDataConfig:
 class DeepSpeedConfig:
     """Read by the cluster backend; the local CPU backend runs without DeepSpeed."""
 
-    zero_stage: Optional[int] = setting(None, "ZeRO stage on GPUs (2 | 3); null: none", range=(0, 3))
+    zero_stage: int | None = setting(None, "ZeRO stage on GPUs (2 | 3); null: none", range=(0, 3))
     offload_optimizer: bool = setting(False, "ZeRO: optimizer state on the CPU")
     offload_param: bool = setting(False, "ZeRO-3: parameters on the CPU")
 
@@ -43,7 +42,7 @@ class SFTConfig:
                                   "masked (failure-aware, error turns labelled -100)", choices=SFT_MODES)
     data: SFTDataConfig = setting(factory=SFTDataConfig, doc="the SFT trajectories")
     epochs: int = setting(1, "passes over the data", range=(1, None))
-    max_steps: Optional[int] = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
+    max_steps: int | None = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
     global_batch: int = setting(4, "sequences per optimizer step", range=(1, None))
     micro_batch_size: int = setting(2, "sequences per forward/backward", range=(1, None))
     lr: float = setting(1.0e-4, "peak learning rate", range=(0, None), lo_open=True)

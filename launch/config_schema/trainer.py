@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from earthrl.launch.config_schema.algorithm import SamplingConfig
 from earthrl.launch.config_schema.rules import PHRASINGS, SPLITS, setting
@@ -40,7 +40,7 @@ class TrainerConfig:
     warm_start: Any = setting(None, "a conf/sft preset (e.g. warm): SFT with this run's model/tasks/env first, "
                                     "cached in $EARTHRL_HOME/warm_start, then GRPO from it (ignored with init_from "
                                     "or a resume); null: none", preset="sft", null=True)
-    init_from: Optional[str] = setting(None, "a checkpoint (e.g. of `earthrl sft`) whose adapter weights start the "
+    init_from: str | None = setting(None, "a checkpoint (e.g. of `earthrl sft`) whose adapter weights start the "
                                              "run (not its optimizer or step); a resumed run ignores it")
     export: bool = setting(True, "write a merged HF folder to <output_dir>/export at the end")
     verl_dry_run: bool = setting(False, "backend=verl: print the composed verl config and the memory estimate, "

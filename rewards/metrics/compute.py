@@ -42,9 +42,9 @@ import numpy as np
 
 from earthrl.envs.benchmarks.earthbench import OFFICIAL_TASK_IDS
 from earthrl.envs.registry import Registry
+from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rewards.metrics import agent, thinkgeo, toolcalls
 from earthrl.rewards.metrics.bootstrap import bootstrap_ci, ratio_of_sums
-from earthrl.rewards.episode import EpisodeRecord
 
 MODES = ("earthrl", "earthbench")
 

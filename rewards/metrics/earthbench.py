@@ -33,8 +33,12 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from earthrl.envs.benchmarks.earthbench import (ID_PREFIX, OFFICIAL_TASK_IDS, load_earthbench, load_reference_file,
-                                                task_id)
+from earthrl.envs.benchmarks.earthbench import (
+    ID_PREFIX,
+    load_earthbench,
+    load_reference_file,
+    task_id,
+)
 from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rewards.metrics.compute import compute_all, references_of
 

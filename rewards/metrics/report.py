@@ -13,9 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from earthrl.rewards.episode import EpisodeRecord
-from earthrl.rollout.trajectory import Trajectory
 from earthrl.rewards.metrics.compute import compute_all
 from earthrl.rewards.metrics.earthbench import score_run
+from earthrl.rollout.trajectory import Trajectory
 
 # metrics shown in the Markdown tables, in order: key -> (label, format)
 TABLE_METRICS = {

@@ -14,15 +14,23 @@ from rasterio.transform import from_origin
 
 from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_audit import audit_earthbench, register_inputs
-from earthrl.envs.core.audit import (CONVENTIONS, Convention, audit_task, convention_problem, markdown_report,
-                                     nearest_choice, with_overrides)
+from earthrl.envs.core.audit import (
+    CONVENTIONS,
+    Convention,
+    audit_task,
+    convention_problem,
+    markdown_report,
+    nearest_choice,
+    with_overrides,
+)
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import save_tasks_file
 from earthrl.envs.suites import earthrl_mini as suite_mini
 from earthrl.envs.suites.audit import MiniAuditor, audit_mini
 from earthrl.launch.audit_cmd import main as audit_main
 from earthrl.rewards.outcome import answer_correct
-from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
+from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH_MISSING
 
 TEMPLATES = ["ls_mean_ndvi", "l1_lst_stat"]
 LST_ALT = Convention("lst_mixture", "land_surface_temperature", {"emissivity": "mixture_no_cavity"},

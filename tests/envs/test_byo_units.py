@@ -6,7 +6,6 @@ computed here."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import rasterio
 from affine import Affine
 

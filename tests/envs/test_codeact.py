@@ -7,8 +7,14 @@ from typing import Literal
 
 import pytest
 
-from earthrl.envs.formats.codeact import (CodeActSession, code_blocks, codeact_system_prompt,
-                                  parse_codeact, python_signature, truncate)
+from earthrl.envs.formats.codeact import (
+    CodeActSession,
+    code_blocks,
+    codeact_system_prompt,
+    parse_codeact,
+    python_signature,
+    truncate,
+)
 from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.sandbox.parent import SandboxLimits
 from earthrl.envs.tools.registry import Args, Tool, ToolResult, openai_schema
@@ -69,7 +75,7 @@ def session(tmp_path):
 
     def handler(name, kwargs):
         calls.append((name, kwargs))
-        return {"text": f"area 1.5 km2", "data": {"area": 1.5, "unit": "km2"}}
+        return {"text": "area 1.5 km2", "data": {"area": 1.5, "unit": "km2"}}
 
     s = CodeActSession(tmp_path / "ws", handler, SandboxLimits(wall_s=5, memory_mb=1024),
                        max_output_chars=100, tools=TOOLS)

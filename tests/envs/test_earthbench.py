@@ -7,11 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.envs.benchmarks.earthbench import (EarthBenchFormatError, answer_disagreements, build_earthbench,
-                                     load_earthbench, load_reference_file)
+from earthrl.envs.benchmarks.earthbench import (
+    EarthBenchFormatError,
+    answer_disagreements,
+    build_earthbench,
+    load_earthbench,
+    load_reference_file,
+)
 from earthrl.envs.core.tasks import SKILLS, SUITES
-from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
-
+from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH_MISSING
 
 
 @pytest.fixture(scope="module")

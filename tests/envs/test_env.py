@@ -7,8 +7,8 @@ import json
 import pytest
 
 from earthrl.envs.core.env import RSEnv, StepResult
-from earthrl.envs.formats.prompts import system_prompt
 from earthrl.envs.core.tasks import TaskSpec
+from earthrl.envs.formats.prompts import system_prompt
 
 S2 = "S2_T33UUU_20170216"
 LT = "LT50350322008174PAC01"

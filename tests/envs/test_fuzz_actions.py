@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from earthrl.bench.fuzz_cases import (TASK, codeact_parse_problem, fuzz_settings, model_outputs,
-                                      step_problem)
+from earthrl.bench.fuzz_cases import TASK, codeact_parse_problem, fuzz_settings, model_outputs, step_problem
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.formats.parsers import MAX_ACTION_CHARS
 from earthrl.envs.tools.registry import TOOLS

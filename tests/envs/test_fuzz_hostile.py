@@ -10,8 +10,7 @@ import json
 import pytest
 from hypothesis import given
 
-from earthrl.bench.fuzz_cases import (TASK, codeact_tool_turns, fuzz_settings, hostile_arguments,
-                                      step_problem)
+from earthrl.bench.fuzz_cases import TASK, codeact_tool_turns, fuzz_settings, hostile_arguments, step_problem
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.tools.registry import TOOLS
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.formats.hierarchical import parse_route
 from earthrl.envs.formats.parsers import ActionError
-from earthrl.envs.core.tasks import TaskSpec
 
 LT = "LT50350322008174PAC01"
 

@@ -78,8 +78,15 @@ def test_calls_after_the_first_are_counted_and_reported(tmp_path):
 
 
 # -- input bounds: size, nesting and digit limits checked before decoding --------------------
-from earthrl.envs.formats.parsers import (MAX_ACTION_CHARS, MAX_INT_DIGITS, MAX_JSON_DEPTH,  # noqa: E402
-                                  count_calls_after_first, first_json_object, strip_fence, tag_body)
+from earthrl.envs.formats.parsers import (  # noqa: E402
+    MAX_ACTION_CHARS,
+    MAX_INT_DIGITS,
+    MAX_JSON_DEPTH,
+    count_calls_after_first,
+    first_json_object,
+    strip_fence,
+    tag_body,
+)
 
 
 @pytest.mark.parametrize("text,needle", [

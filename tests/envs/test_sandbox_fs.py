@@ -12,8 +12,15 @@ from rasterio.transform import Affine
 
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
 from earthrl.envs.data.workspace_fs import UnsafeWorkspaceFile, read_bytes, write_bytes
-from tests.envs.sandbox_kit import HOOK, IndexArgs, NameArgs, assert_serving, fake_tool, run
-from tests.envs.sandbox_kit import make_sandbox  # noqa: F401 (fixture)
+from tests.envs.sandbox_kit import (
+    HOOK,
+    IndexArgs,
+    NameArgs,
+    assert_serving,
+    fake_tool,
+    make_sandbox,  # noqa: F401 (fixture)
+    run,
+)
 
 TOOLS = {"spectral_index": fake_tool("spectral_index", IndexArgs),
          "save_table": fake_tool("save_table", NameArgs),

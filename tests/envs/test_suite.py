@@ -8,9 +8,9 @@ from collections import Counter
 
 import pytest
 
+from earthrl.envs.core.tasks import SKILLS, TaskSpec, load_suite, register_suite
 from earthrl.envs.suites import earthrl_mini as suite_mini
 from earthrl.envs.suites.templates import TEMPLATES, Skeleton, Template, c, last
-from earthrl.envs.core.tasks import SKILLS, TaskSpec, load_suite, register_suite
 
 SOURCE_DIGEST = suite_mini.source_digest  # the real one (the module fixture freezes it)
 

@@ -12,8 +12,8 @@ import pytest
 import rasterio
 from scipy.stats import theilslopes
 
-from earthrl.envs.suites import earthrl_mini as suite_mini
 from earthrl.envs.paths import data_dir
+from earthrl.envs.suites import earthrl_mini as suite_mini
 
 TEMPLATES = ["s2_index_stat", "s2_veg_share", "s2_builtup_share", "s2_water_area", "s2_nir_water", "ls_mean_ndvi",
              "ls_moisture_stress", "ls_simple_ratio", "ls_cloud_share", "ls_clear_share",

@@ -7,8 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from earthrl.envs.core.tasks import (AnswerSpec, TaskFileError, TaskSpec, load_suite, load_tasks_file,
-                                save_tasks_file)
+from earthrl.envs.core.tasks import AnswerSpec, TaskFileError, TaskSpec, load_suite, load_tasks_file, save_tasks_file
 
 
 def _raw(tid="my/t1", **kw):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.envs.core.tasks import SKILLS, SUITES
 from earthrl.envs.benchmarks.thinkgeo import ThinkGeoFormatError, build_thinkgeo, load_thinkgeo, thinkgeo_answers
+from earthrl.envs.core.tasks import SKILLS, SUITES
 from earthrl.rewards.metrics.thinkgeo import answer_score, score_thinkgeo, steps_from_calls
 
 

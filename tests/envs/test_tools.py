@@ -7,9 +7,16 @@ import pytest
 import rasterio
 from pydantic import BaseModel
 
-from earthrl.envs.tools.registry import (DOMAINS, FAMILIES, OUTPUT_KINDS, SKILLS, Args,
-                                        register_tool)
-from earthrl.envs.tools.registry import TOOLS, openai_schema
+from earthrl.envs.tools.registry import (
+    DOMAINS,
+    FAMILIES,
+    OUTPUT_KINDS,
+    SKILLS,
+    TOOLS,
+    Args,
+    openai_schema,
+    register_tool,
+)
 
 S2 = "S2_T33UUU_20170216"
 LE7 = "LE70350322008118EDC00"  # has -9999 fill pixels

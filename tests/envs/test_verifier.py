@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
+from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.envs.core.verifier import (Verdict, consistency, plausibility, scalar_plausibility,
-                                   value_range)
 
 S2 = "S2_T33UUU_20170216"
 
@@ -32,10 +30,12 @@ def test_value_ranges_by_units_and_tool_range():
 def test_raster_plausibility_levels():
     ok = np.linspace(-1, 1, 1000)
     assert _v(ok, (-1, 1)).verdict == "pass"
-    few = ok.copy(); few[:5] = 1.5            # 0.5 % outside -> uncertain
+    few = ok.copy()
+    few[:5] = 1.5            # 0.5 % outside -> uncertain
     v = _v(few, (-1, 1))
     assert v.verdict == "uncertain" and "0.5% of values outside [-1, 1]" in v.reasons[0]
-    many = ok.copy(); many[:50] = -3.0         # 5 % outside -> fail
+    many = ok.copy()
+    many[:50] = -3.0         # 5 % outside -> fail
     assert _v(many, (-1, 1)).verdict == "fail"
     assert _v([np.nan] * 10, (-1, 1)).reasons == ["x: all pixels are nodata"]
     holes = np.r_[np.full(6, np.nan), np.zeros(4)]

@@ -27,7 +27,7 @@ from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
 from earthrl.launch.config_schema import ROOTS, check_config, rule_for
-from earthrl.launch.config_schema.rules import Section, Unknown, unwrap, field_types, rule_of
+from earthrl.launch.config_schema.rules import Section, Unknown, field_types, rule_of, unwrap
 from earthrl.launch.overrides import CONF_DIR, compose_job
 
 #: command -> its primary config in conf/

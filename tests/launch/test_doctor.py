@@ -12,6 +12,8 @@ import sys
 import pytest
 
 from earthrl.launch import doctor
+
+
 @pytest.fixture(scope="module")
 def report() -> dict[str, doctor.Check]:
     return {c.name: c for c in doctor.run_checks()}

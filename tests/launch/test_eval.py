@@ -2,7 +2,6 @@
 files, and a resumable run with a real model (tiny random Llama)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -10,7 +9,6 @@ from earthrl.envs.core.tasks import load_suite
 from earthrl.rollout.trajectory import Trajectory, Turn
 from tests.launch.test_train_e2e import earthrl
 from tests.paths import EARTHBENCH, EARTHBENCH_MISSING
-
 
 
 def _turn(n_action: int, n_obs: int, *, error: bool = False, kind: str | None = None, call: dict | None = None) -> dict:

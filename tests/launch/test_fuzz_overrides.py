@@ -10,9 +10,9 @@ from hydra import initialize_config_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import check_config, leaf_keys, rule_for
 from earthrl.launch.config_schema.rules import Free, Mapping, Unknown
-from earthrl.envs.errors import ConfigError
 from earthrl.launch.job_inputs import check_job_config
 from earthrl.launch.overrides import CONF_DIR, compose_job, job_overrides
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from earthrl.rollout.ray_signals import keep_stop_handlers
 from earthrl.launch.lifecycle import PROCESS_FILE, reap_leftovers
+from earthrl.rollout.ray_signals import keep_stop_handlers
 from tests.launch.test_train_e2e import VARYING_REWARD
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ signal lands while the work runs.
 from __future__ import annotations
 
 import shlex
-import subprocess
 import signal
+import subprocess
 import sys
 import time
 

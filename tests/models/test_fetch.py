@@ -11,7 +11,13 @@ import torch
 from earthrl.models import fetch
 from earthrl.models.convert import build_tiny_llama
 from earthrl.models.fetch import (
-    FetchError, Package, Source, available_data, available_models, fetch_data, fetch_model,
+    FetchError,
+    Package,
+    Source,
+    available_data,
+    available_models,
+    fetch_data,
+    fetch_model,
 )
 
 

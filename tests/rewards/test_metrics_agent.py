@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from earthrl.rewards.metrics import agent as m
 from earthrl.rewards.episode import EpisodeRecord
+from earthrl.rewards.metrics import agent as m
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 TASK = {"id": "t1", "skill": "spectral_index",

@@ -15,8 +15,8 @@ import pytest
 
 from earthrl.envs.benchmarks.earthbench import OFFICIAL_TASK_IDS
 from earthrl.rewards.metrics.earthbench import load_run, score_run
-from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
-
+from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH_MISSING
 
 PUBLISHED = {  # Tool-Any-Order, Tool-In-Order, Tool-Exact-Match, Parameter, Efficiency, Accuracy
     "gpt5_AP": (0.7661, 0.7504, 0.5960, 0.4615, 1.5312, 0.5932),

@@ -6,8 +6,13 @@ import math
 
 import pytest
 
-from earthrl.rewards.metrics.thinkgeo import (answer_score, image_answer_score, score_thinkgeo,
-                                              step_counts, steps_from_calls)
+from earthrl.rewards.metrics.thinkgeo import (
+    answer_score,
+    image_answer_score,
+    score_thinkgeo,
+    step_counts,
+    steps_from_calls,
+)
 
 
 def tool(name, error=False, **args):

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from earthrl.rewards.metrics.earthbench import load_run
-from earthrl.rewards.metrics.toolcalls import (efficiency, parameter_match, tool_any_order,
-                                               tool_exact_match, tool_in_order)
-from tests.paths import EARTHBENCH as EB, EARTHBENCH_MISSING
-
+from earthrl.rewards.metrics.toolcalls import (
+    efficiency,
+    parameter_match,
+    tool_any_order,
+    tool_exact_match,
+    tool_in_order,
+)
+from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH_MISSING
 
 
 def c(name, **args):

@@ -15,9 +15,21 @@ from verl.utils.py_functional import rename_dict
 
 from earthrl.algorithms import verl_plugin
 from earthrl.launch import verl_run
-from earthrl.rollout.step_accounting import (ENV_S, GEN_TOKENS, GENERATE_S, GPU_MEM_PEAK_GIB, REWARD_S, ROLLOUT_S,
-                                             SHARED, STEP_S, TOKENS_PER_S_PER_GPU, UPDATE_S, WEIGHT_SYNC_S,
-                                             from_verl, local_accounting)
+from earthrl.rollout.step_accounting import (
+    ENV_S,
+    GEN_TOKENS,
+    GENERATE_S,
+    GPU_MEM_PEAK_GIB,
+    REWARD_S,
+    ROLLOUT_S,
+    SHARED,
+    STEP_S,
+    TOKENS_PER_S_PER_GPU,
+    UPDATE_S,
+    WEIGHT_SYNC_S,
+    from_verl,
+    local_accounting,
+)
 
 ON_GPU = torch.cuda.is_available() and torch.cuda.is_initialized()
 

@@ -179,7 +179,7 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
 
     out = ray_trainer.compute_advantage(data, "earthrl_grpo_tap", config=OmegaConf.create({}))
     adv, mask = out.batch["advantages"], data.batch["response_mask"].bool()
-    a0, a1 = adv[0][mask[0]], adv[1][mask[1]]
+    a0 = adv[0][mask[0]]
     assert torch.allclose(a0, a0[0].expand_as(a0)) and a0[0] > 0.5  # the winner: one positive advantage
     err = inputs["error_mask"][1].bool()
     assert (adv[1][err] <= 0).all() and (adv[1][mask[1] & ~err] < 0).all()  # loser, error turn never positive

@@ -9,9 +9,9 @@ import pytest
 from hydra import initialize_config_dir
 from safetensors.torch import load_file
 
+from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import check_config, rule_for
 from earthrl.launch.config_schema.rules import Unknown
-from earthrl.envs.errors import ConfigError
 from earthrl.launch.overrides import CONF_DIR, check_overrides, compose_job
 from earthrl.rollout.sft_data import read_jsonl
 from tests.launch.test_fuzz_overrides import _leaf_keys
