@@ -24,7 +24,8 @@ import json
 import sys
 from pathlib import Path
 
-from earthrl.envs.data.catalog import DataMissingError, catalog, scene_line
+from earthrl.envs.data.catalog import DataMissingError, catalog
+from earthrl.envs.data.scene import scene_line
 from earthrl.envs.data.source_checks import implausible_notes, parse_band_settings, problem_lines, unused_band_settings
 from earthrl.envs.data.sources import BAND_FIELDS, Options, SourceError, SourceIndex, index_source
 from earthrl.envs.data.user_index import UserIndexError, put_source, read_index, remove_source, user_index_path

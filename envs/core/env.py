@@ -28,7 +28,8 @@ from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_probl
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
-from earthrl.envs.data.catalog import catalog, missing_hint, scene_line
+from earthrl.envs.data.catalog import catalog, missing_hint
+from earthrl.envs.data.scene import scene_line
 from earthrl.envs.formats.parsers import ActionError, check_action_length, validate_arguments
 from earthrl.envs.formats.registry import make_format
 from earthrl.envs.registry import Registry

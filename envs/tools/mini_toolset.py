@@ -25,7 +25,8 @@ import numpy as np
 from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.data.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band, scene_line
+from earthrl.envs.data.catalog import BQA_BITS, FMASK_CLASSES, IGBP_CLASSES, read_band
+from earthrl.envs.data.scene import scene_line
 from earthrl.envs.tools import band_math
 from earthrl.envs.tools.common import ALL_SKILLS, Layer, fmt, load_layer, valid_values  # noqa: F401  (re-exported API)
 from earthrl.envs.tools.common import align as _align

@@ -14,7 +14,8 @@ from pydantic import Field, model_validator
 
 from earthrl.envs.data import calibration
 from earthrl.envs.data.artifacts import ToolError
-from earthrl.envs.data.catalog import BQA_BITS, band_units, read_band, reflectance, scene_line
+from earthrl.envs.data.catalog import BQA_BITS, band_units, read_band, reflectance
+from earthrl.envs.data.scene import scene_line
 from earthrl.envs.tools.common import (
     ALL_SKILLS,
     MAX_RASTER_PIXELS,
