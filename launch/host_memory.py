@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import to_settings
 from earthrl.launch.memory import GIB, Arch
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import merge_lora
@@ -257,7 +258,8 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
                           f"cluster.vllm.max_model_len={context} or less")
     need = 0.0
     if learner:
-        lora = merge_lora(cfg.model.lora, cfg.algorithm.get("lora"))
+        override = to_settings(cfg.algorithm.lora) if "algorithm" in cfg else None  # sft has no algorithm
+        lora = merge_lora(to_settings(cfg.model.lora), override)
         need = learner_gib(arch, dtype, int(lora["rank"]), list(lora["target_modules"]),
                            int(cfg.algorithm.micro_batch_size), max_len, bool(cfg.model.gradient_checkpointing))
     machine, node = machine_memory()

@@ -28,6 +28,7 @@ from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.launch import lifecycle
+from earthrl.launch.config_schema import to_settings
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.sft_data import build_records
 from earthrl.models.checkpoint import save_checkpoint
@@ -107,7 +108,7 @@ class SFTRecipe:
                 raise ConfigError(f"sft.data.path={exc}; give a file that `earthrl sft-data build` wrote") from None
         tasks = [] if path else load_tasks(cfg.tasks.name, "train", root)
         dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
-        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(cfg.model.lora),
+        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(to_settings(cfg.model.lora)),
                          dtype=dtype, dtype_why=dtype_why, given_records=given, tasks=tasks)
 
     def records(self):

@@ -210,7 +210,7 @@ class LocalGRPORecipe:
             resume_from = resolve_resume(str(cfg.trainer.resume), output_dir / "checkpoints")
         except FileNotFoundError as exc:
             raise ConfigError(str(exc)) from exc
-        lora = merge_lora(cfg.model.lora, cfg.algorithm.get("lora"))
+        lora = merge_lora(to_settings(cfg.model.lora), to_settings(cfg.algorithm.lora))
         init_from = None
         if cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
             try:

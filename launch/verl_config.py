@@ -58,7 +58,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     from earthrl.algorithms.verl_reward import __file__ as reward_file  # lazy: imports the rewards stack
 
     alg, cl, v = cfg.algorithm, cfg.cluster, cfg.cluster.verl
-    lora = merge_lora(cfg.model.lora, alg.lora)
+    lora = merge_lora(to_settings(cfg.model.lora), to_settings(alg.lora))
     loss = alg.policy_loss
     out_dir = Path(cfg.trainer.output_dir)
     prompts = int(cfg.tasks.tasks_per_step)
@@ -191,7 +191,7 @@ def memory_estimate(cfg: DictConfig, model_path: Path):
 
     arch = job_arch(cfg, model_path)
     v = cfg.cluster.verl
-    lora = merge_lora(cfg.model.lora, cfg.algorithm.lora)
+    lora = merge_lora(to_settings(cfg.model.lora), to_settings(cfg.algorithm.lora))
     return estimate(arch, gpus=int(v.n_gpus_per_node) * int(v.nnodes), card_gib=float(v.gpu_memory_gib),
                     lora_rank=int(lora["rank"]), lora_targets=list(lora["target_modules"]),
                     micro_batch=int(v.micro_batch_size_per_gpu),

@@ -8,10 +8,9 @@ can carry several named adapters (one per role: manager, specialist, planner, ex
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
-
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from peft import LoraConfig, PeftModel
@@ -22,14 +21,14 @@ DEFAULT_TARGET_MODULES: tuple[str, ...] = (
 )
 
 
-def merge_lora(model_lora: Mapping, override: Mapping | None = None) -> dict:
+def merge_lora(model_lora: Any, override: Mapping | None = None) -> dict:
     """The LoRA settings a run trains with: ``model.lora`` with each key ``override`` sets in its place
     (``algorithm.lora``: an algorithm may size its own adapter, e.g. HiRS VG-HRL rank 64, alpha 128).
 
     Args:
         model_lora: ``{"rank", "alpha", "dropout", "target_modules"}``, the keywords of :func:`lora_config`;
-            a dict or an omegaconf ``DictConfig`` (resolved).
-        override: some of those keys (a dict or a ``DictConfig``), or None / empty: ``model_lora`` as it is.
+            a mapping or the typed ``model.lora`` settings (a dataclass, ``launch/config_schema/model.py``).
+        override: some of those keys (a mapping), or None / empty: ``model_lora`` as it is.
 
     Returns:
         A new plain dict (lists, not ``ListConfig``); neither argument is modified.
@@ -37,10 +36,10 @@ def merge_lora(model_lora: Mapping, override: Mapping | None = None) -> dict:
     return {**_plain(model_lora), **_plain(override)}
 
 
-def _plain(node: Mapping | None) -> dict:
-    """``node`` as a new dict of plain values (a sequence as a list); None: {}."""
-    if isinstance(node, DictConfig):
-        return OmegaConf.to_container(node, resolve=True)
+def _plain(node: Any) -> dict:
+    """``node`` (a mapping or a dataclass) as a new dict of plain values (a sequence as a list); None: {}."""
+    if dataclasses.is_dataclass(node):
+        node = dataclasses.asdict(node)
     return {k: list(v) if isinstance(v, Sequence) and not isinstance(v, str) else v for k, v in (node or {}).items()}
 
 

@@ -2,6 +2,7 @@
 
 from omegaconf import OmegaConf
 
+from earthrl.launch.config_schema.model import LoraConfig
 from earthrl.models.lora import merge_lora
 
 QWEN_05B = {"rank": 16, "alpha": 32, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
@@ -26,15 +27,16 @@ def test_no_override_gives_the_model_settings_as_a_new_dict():
                         "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}  # the input is untouched
 
 
-def test_config_nodes_become_plain_resolved_values():
+def test_typed_settings_become_plain_values():
     cfg = OmegaConf.create({"model": {"lora": {"rank": 4, "alpha": "${.rank}", "dropout": 0.0,
                                                "target_modules": ["q_proj", "k_proj"]}},
                             "algorithm": {"lora": {"alpha": 16}}, "grpo": {"lora": {}}})
-    merged = merge_lora(cfg.model.lora, cfg.algorithm.lora)
+    model_lora = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(LoraConfig), cfg.model.lora))
+    merged = merge_lora(model_lora, OmegaConf.to_container(cfg.algorithm.lora))
     assert merged == {"rank": 4, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "k_proj"]}
     assert type(merged["target_modules"]) is list
-    alone = merge_lora(cfg.model.lora, cfg.grpo.lora)  # conf/algorithm/grpo.yaml: lora: {}
-    assert alone == {"rank": 4, "alpha": 4, "dropout": 0.0, "target_modules": ["q_proj", "k_proj"]}
+    alone = merge_lora(model_lora, {})  # conf/algorithm/grpo.yaml: lora is the schema's {}
+    assert alone == {"rank": 4, "alpha": 4.0, "dropout": 0.0, "target_modules": ["q_proj", "k_proj"]}
     assert type(alone["target_modules"]) is list
     assert merge_lora({"rank": 2, "alpha": 4, "target_modules": ("q_proj",)}) == {
         "rank": 2, "alpha": 4, "target_modules": ["q_proj"]}  # a tuple becomes a list
