@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from earthrl.envs.errors import ConfigError
@@ -140,4 +141,10 @@ def main(argv: list[str] | None = None) -> None:
         if argv and argv[0] not in ("-h", "--help"):
             _fail(f"unknown command {argv[0]!r}; choose one of: {', '.join(COMMANDS)}")
         raise SystemExit(0 if argv else 2)
-    COMMANDS[argv[0]](argv[1:])
+    try:
+        COMMANDS[argv[0]](argv[1:])
+    except KeyboardInterrupt as stop:  # a Ctrl-C before the run's own stop handling started (imports, config)
+        if type(stop) is not KeyboardInterrupt:  # a run's RunInterrupted: its lifecycle said what happened
+            raise
+        print(f"\nearthrl {argv[0]}: interrupted before the run started; nothing was started", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGINT) from None

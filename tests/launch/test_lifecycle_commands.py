@@ -135,3 +135,15 @@ def test_a_run_with_wandb_offline_ends_without_a_traceback(tmp_path):
     assert proc.stdout.splitlines()[-1] == "done"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert list(tmp_path.glob("wandb/offline-run-*"))
+
+
+def test_a_ctrl_c_before_the_run_started_is_one_line(tmp_path):
+    # during the imports and the config composition, before the run's own stop handling is installed
+    proc = _start([*COMMAND, "train", "model=tiny-llama", "trainer.output_dir=run"], tmp_path)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "earthrl train: interrupted before the run started; nothing was started"
+    assert not (tmp_path / "run").exists()
