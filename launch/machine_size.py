@@ -20,8 +20,9 @@ TIME_BUDGET_MIN = 30
 #: the figures ``earthrl doctor`` reports (docs/benchmarks.md, "make train")
 MEASURED = {
     "bfloat16": (27.9, "from a fresh clone on an idle 2-core AVX512-BF16/AMX machine"),
-    "float32": (31.2, "with model.dtype=float32 forced on a 2-core AVX512-BF16 machine, before the warm start "
-                      "was cut from 24 to 16 tasks (an AVX2-only machine is slower; not measured there)"),
+    "float32": (31.2, "with model.dtype=float32 forced on a 2-core AVX512-BF16 machine, with a 24-task warm start "
+                      "and 2 GRPO steps; today's 16 tasks and 1 step are estimated at 25-29 min on an AVX2-only "
+                      "machine (not measured there)"),
 }
 #: resolved dtype -> the values ``auto`` stands for (float16, set by hand for a GPU without bf16, as bfloat16)
 SIZES = {
