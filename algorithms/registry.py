@@ -10,7 +10,8 @@ from earthrl.envs.registry import Registry
 
 __all__ = ["ESTIMATORS", "POLICY_LOSSES", "Registry"]
 
-ESTIMATORS = Registry("advantage estimator", ["earthrl.algorithms.estimators", "earthrl.algorithms.hierarchical"])
+ESTIMATORS = Registry("advantage estimator", ["earthrl.algorithms.estimators", "earthrl.algorithms.hierarchical",
+                                              "earthrl.algorithms.gigpo"])
 """Per-turn advantage estimators ``fn(batch: TurnBatch, cfg: AdvantageConfig) -> Tensor (M,)``."""
 
 POLICY_LOSSES = Registry("policy loss", ["earthrl.algorithms.policy_loss", "earthrl.algorithms.mixed_loss"])

@@ -18,9 +18,11 @@ from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from earthrl.rewards.registry import REWARDS, TURN_REWARDS
 
-ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",)}
+ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",),
+                                                "gigpo": ("anchor_ids",)}
 """(B, T) tensors an estimator needs beyond rewards and the response mask when it runs on padded
-tensors (verl): ``error_mask`` 1 on tokens of turns with E = 1, ``role_mask`` 1 on manager tokens.
+tensors (verl): ``error_mask`` 1 on tokens of turns with E = 1, ``role_mask`` 1 on manager tokens,
+``anchor_ids`` int64 the dense id of the turn's anchor state on its tokens (−1 elsewhere).
 (The local backend reads the same facts from the trajectories' turns.)"""
 
 LOSS_INPUTS: dict[str, tuple[str, ...]] = {"mixed_role": ("role_mask",)}

@@ -19,14 +19,16 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   (:data:`earthrl.algorithms.spec.ESTIMATOR_INPUTS`, :data:`~earthrl.algorithms.spec.LOSS_INPUTS`):
   ``grpo_tap`` needs ``error_mask`` {0,1} (1 on the tokens of turns with E = 1), ``hierarchical``
   needs ``role_mask`` (1 on manager tokens; the manager reward is then the row sum over
-  non-specialist turns), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
+  non-specialist turns), ``gigpo`` needs ``anchor_ids`` (the dense id of the turn's anchor state on
+  its tokens, −1 elsewhere; the trajectory reward on the last token is then part of the last
+  turn's step reward), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
   forward such keys: the EarthRL verl trainer must add them to ``adv_kwargs`` / the loss call
   (``AlgorithmSpec.advantage_inputs`` / ``loss_inputs`` list them); without them these raise
   ValueError instead of silently running plain GRPO. EarthRL's verl run installs
   :func:`install_trainer_hook`, which wraps verl's ``compute_advantage``: for an ``earthrl_*``
   estimator it builds the masks from the rows' agent-loop ``extra_fields``
-  (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``valid``, and ``token_rewards`` with each
-  turn's reward on the turn's last token) and hands them to the estimator through
+  (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``anchor_ids``, ``valid``, and ``token_rewards``
+  with each turn's reward on the turn's last token) and hands them to the estimator through
   :data:`BATCH_INPUTS`.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
   ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
@@ -68,8 +70,13 @@ def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.T
 def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index,
                          *, error_mask: torch.Tensor | None = None,
                          role_mask: torch.Tensor | None = None,
+                         anchor_ids: torch.Tensor | None = None,
                          valid: torch.Tensor | None = None) -> tuple[TurnBatch, torch.Tensor]:
     """A :class:`TurnBatch` from verl's padded tensors (see module doc for the conventions).
+
+    Args:
+        anchor_ids: (B, T) int64, the dense anchor-state id of each turn on its tokens; a turn takes the
+            id on its first token. None: every turn's anchor is −1 (unknown).
 
     Returns:
         ``(batch, token_turn)`` with ``token_turn`` (B, T) int64 the global turn of each token (−1 off-mask).
@@ -97,10 +104,12 @@ def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch
         ind = (role == code).long()
         before = torch.cumsum(ind, 0) - ind
         role_pos = torch.where(role == code, before - before[offset[turn_traj]], role_pos)
+    anchor = torch.full((m,), -1, dtype=torch.long) if anchor_ids is None else \
+        anchor_ids[starts[:, 0], starts[:, 1]].to(torch.long)
     batch = TurnBatch(reward=reward, group=group_index(list(index) if index is not None else range(b)),
                       valid=torch.ones(b, dtype=torch.bool) if valid is None else valid.to(torch.bool), turn_traj=turn_traj, turn_pos=turn_pos,
                       turn_role_pos=role_pos, turn_role=role, turn_error=err, turn_prev_error=prev,
-                      turn_reward=turn_reward)
+                      turn_reward=turn_reward, turn_anchor=anchor, reward_in_turns=True)
     return batch, token_turn
 
 
@@ -128,7 +137,8 @@ def verl_estimator(name: str) -> Callable:
         fields.update(kwargs.get("earthrl_advantage") or {})
         rewards = kwargs.get("token_rewards", token_level_rewards)
         batch, token_turn = turn_batch_from_verl(rewards, response_mask, index, error_mask=kwargs.get("error_mask"),
-                                                 role_mask=kwargs.get("role_mask"), valid=kwargs.get("valid"))
+                                                 role_mask=kwargs.get("role_mask"), anchor_ids=kwargs.get("anchor_ids"),
+                                                 valid=kwargs.get("valid"))
         with torch.no_grad():
             turn_adv = estimator(batch, AdvantageConfig.from_mapping(fields))
             adv = torch.where(token_turn >= 0, turn_adv[token_turn.clamp(min=0)], 0.0) if turn_adv.numel() else \
@@ -183,19 +193,22 @@ def rows_of(non_tensor_batch: dict, n: int) -> list[dict]:
 def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """The (B, T) inputs of EarthRL's estimators from the rows of :func:`rows_of`.
 
-    Uses each row's ``earthrl_turns`` (``span`` [start, end) in response coordinates, ``role``, ``error``;
-    written by :mod:`earthrl.rollout.verl_loop`) and, when every row has it, ``reward_extra_info``
+    Uses each row's ``earthrl_turns`` (``span`` [start, end) in response coordinates, ``role``, ``error``,
+    ``anchor``; written by :mod:`earthrl.rollout.verl_loop`) and, when every row has it, ``reward_extra_info``
     (``score``, ``turn_rewards`` as JSON; written by :mod:`earthrl.algorithms.verl_reward`).
 
     Returns:
         ``error_mask`` (B, T) {0,1} on tokens of turns with E = 1; ``role_mask`` (B, T) {0,1} on manager
-        tokens (only when a row has a manager turn); ``valid`` (B,) bool, False for trajectories hit by
-        a fault; ``token_rewards`` (B, T) float32, each turn's reward on its last token and the
-        trajectory reward on the last token of the last non-specialist turn (only when every row has
-        rewards). Turns cut off by ``response_length`` (span None) are dropped with their turn rewards.
+        tokens (only when a row has a manager turn); ``anchor_ids`` (B, T) int64, a dense id per distinct
+        anchor state of the batch on the tokens of the turns that started from it (−1 off turns and on
+        turns without an anchor); ``valid`` (B,) bool, False for trajectories hit by a fault;
+        ``token_rewards`` (B, T) float32, each turn's reward on its last token and the trajectory reward
+        on the last token of the last non-specialist turn (only when every row has rewards). Turns cut off by ``response_length`` (span None) are dropped with their turn rewards.
     """
     b, t = response_mask.shape
     error, role = torch.zeros(b, t, dtype=torch.long), torch.zeros(b, t, dtype=torch.long)
+    anchor = torch.full((b, t), -1, dtype=torch.long)
+    anchors: dict[str, int] = {}
     rewards = torch.zeros(b, t, dtype=torch.float32)
     valid = torch.ones(b, dtype=torch.bool)
     has_rewards = bool(rows) and all(isinstance(r.get("reward_extra_info"), dict) and "score" in r["reward_extra_info"]
@@ -213,6 +226,8 @@ def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str,
             if e <= s:
                 continue
             error[i, s:e] = int(bool(turn.get("error")))
+            if turn.get("anchor"):
+                anchor[i, s:e] = anchors.setdefault(str(turn["anchor"]), len(anchors))
             if turn.get("role") == "manager":
                 role[i, s:e], has_manager = 1, True
             if k < len(turn_rewards):
@@ -221,7 +236,7 @@ def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str,
                 last = e - 1
         if has_rewards and last is not None:
             rewards[i, last] += float(info["score"])
-    out = {"error_mask": error, "valid": valid}
+    out = {"error_mask": error, "anchor_ids": anchor, "valid": valid}
     if has_manager:
         out["role_mask"] = role
     if has_rewards:

@@ -33,6 +33,10 @@ class AdvantageConfig:
     std_floor: float = setting(1.0e-2, "the group's std is at least this", range=(0, None))
     norm_by_std: bool = setting(True, "divide by the group's std (false: Dr. GRPO)")
     protect_recovery: bool = setting(False, "TAP only: the turn right after an error keeps a non-negative advantage")
+    step_weight: float = setting(1.0, "GiGPO only: ω, weight of the step-level advantage (turns grouped by anchor "
+                                      "state) added to the episode-level one", range=(0, None))
+    gamma: float = setting(0.95, "GiGPO only: γ, discount of a turn's step return (γ^k × the reward k turns "
+                                 "later)", range=(0, 1))
 
 
 @dataclass
@@ -68,7 +72,7 @@ class AlgorithmConfig:
                               range=(2, None))
     action_format: str | None = setting(None, "the env.action_format the algorithm needs (null: any)")
     estimator: str = setting("grpo", "advantage estimator (algorithms.registry.ESTIMATORS): grpo | grpo_tap | "
-                                     "hierarchical | executor_node")
+                                     "hierarchical | executor_node | gigpo")
     reward: str = setting("outcome", "trajectory reward (rewards.registry.REWARDS) or module:function")
     reward_kwargs: dict[str, Any] = setting({}, "keyword arguments of the reward")
     turn_reward: str | None = setting(None, "per-turn reward (hirs_specialist | executor_tiered) or null")

@@ -17,6 +17,7 @@ EXPECTED = {
     "tap_only": ("grpo_tap", "ppo_clip_kl", ("error_mask",), ()),
     "vg_hrl": ("hierarchical", "mixed_role", ("role_mask",), ("role_mask",)),
     "executor_tiered": ("executor_node", "ppo_clip_kl", (), ()),
+    "gigpo": ("gigpo", "ppo_clip_kl", ("anchor_ids",), ()),
 }
 
 
@@ -38,6 +39,8 @@ def test_every_recipe_config_has_its_spec():
     assert (vg.reward, vg.turn_reward, vg.action_format, vg.loss.manager_weight) == \
         ("hirs_manager", "hirs_specialist", "hierarchical", 0.5)
     assert _spec("mefr_tap").reward_kwargs["alpha_success"] == 10.0
+    gigpo = _spec("gigpo").advantage  # verl-agent's GiGPO defaults: ω 1, γ 0.95, mean_std_norm
+    assert (gigpo.step_weight, gigpo.gamma, gigpo.norm_by_std) == (1.0, 0.95, True)
 
 
 def test_check_names_the_field_and_the_fix():

@@ -13,7 +13,7 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGI
 import earthrl.algorithms.verl_plugin as plugin
 
 A = 0.5 / (math.sqrt(0.5) + 1e-6)
-NAMES = {"earthrl_grpo", "earthrl_grpo_tap", "earthrl_hierarchical", "earthrl_executor_node",
+NAMES = {"earthrl_grpo", "earthrl_grpo_tap", "earthrl_hierarchical", "earthrl_executor_node", "earthrl_gigpo",
          "earthrl_ppo_clip_kl", "earthrl_mixed_role"}
 UID = np.array(["q", "q"], dtype=object)
 
@@ -55,6 +55,21 @@ def test_verl_hierarchical_and_executor_node_turn_rewards():
     rewards = torch.tensor([[0, 1.0, 0, -2.0], [0, 0.0, 0, -2.0]])
     adv, _ = ADV_ESTIMATOR_REGISTRY["earthrl_executor_node"](token_level_rewards=rewards, response_mask=mask, index=UID)
     _close(adv, [[A, A, 0, 0], [-A, -A, 0, 0]])  # node 1 {-2, -2} → 0
+
+
+def test_verl_gigpo_from_per_token_anchor_ids_equals_the_local_estimator():
+    # row 0: turns [0,1] (anchor 0) and [3,4] (anchor 1), outcome 1 on the last token; row 1: one turn (anchor 0)
+    rewards = torch.tensor([[0, 0, 0, 0, 1.0], [0, 0, 0, 0, 0]])
+    mask = torch.tensor([[1, 1, 0, 1, 1], [1, 1, 1, 0, 0]])
+    anchors = torch.tensor([[0, 0, -1, 1, 1], [0, 0, 0, -1, -1]])
+    est = ADV_ESTIMATOR_REGISTRY["earthrl_gigpo"]
+    adv, _ = est(token_level_rewards=rewards, response_mask=mask, index=UID, anchor_ids=anchors,
+                 earthrl_advantage={"gamma": 0.5, "norm_by_std": False})
+    # episode ±.5; step returns: row 0 (.5, 1), row 1 (0); group of anchor 0 {.5, 0} → ±.25, anchor 1 alone → 0
+    # (the same trajectories as tests/algorithms/test_gigpo.py::test_token_advantages_with_the_gigpo_config)
+    _close(adv, [[.75, .75, 0, .5, .5], [-.75, -.75, -.75, 0, 0]])
+    with pytest.raises(ValueError, match="anchor_ids"):
+        est(token_level_rewards=rewards, response_mask=mask, index=UID)
 
 
 def test_verl_loss_matches_verl_vanilla_where_dual_clip_is_inactive():

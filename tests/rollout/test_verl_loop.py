@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import numpy as np
+import pytest
 import torch
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
@@ -193,3 +194,18 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
         assert "error_mask" in str(exc)
     else:
         raise AssertionError("earthrl_grpo_tap ran without its error_mask")
+
+    # GiGPO: each turn's anchor state reaches the batch. Both episodes start empty; the teleport error
+    # leaves row 1 there; row 0's raster_stats turn starts from the GNDVI raster, like its answer turn.
+    a0, a1 = (inputs["anchor_ids"][i][mask[i]] for i in (0, 1))
+    spans = [[t["span"] for t in r["earthrl_turns"]] for r in rows]
+    ids = [[int(inputs["anchor_ids"][i, s]) for s, _ in spans[i]] for i in (0, 1)]
+    assert ids[0][0] == ids[1][0] == ids[1][1] != ids[0][1] == ids[0][2] and (a0 >= 0).all() and (a1 >= 0).all()
+    out = ray_trainer.compute_advantage(data, "earthrl_gigpo", config=OmegaConf.create({}))
+    adv = out.batch["advantages"]
+    # episode ±A (GRPO of {1, 0}); step returns γ = .95: row 0 (.9025, .95, 1), row 1 (0, 0);
+    # empty-state group {.9025, 0, 0} → 2/√3, −1/√3, −1/√3; GNDVI group {.95, 1} → ∓1/√2
+    a = 0.5 / (0.5 ** 0.5 + 1e-6)
+    want = [[a + 2 / 3 ** 0.5, a - 0.5 ** 0.5, a + 0.5 ** 0.5], [-a - 1 / 3 ** 0.5] * 2]
+    got = [[float(adv[i, s]) for s, _ in spans[i]] for i in (0, 1)]
+    assert [g for row in got for g in row] == pytest.approx([w for row in want for w in row], abs=1e-4)
