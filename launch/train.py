@@ -482,7 +482,8 @@ class LocalGRPORecipe:
                                     "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
                                     "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                                "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
-                                               "subgoal": u.subgoal, "verdict": u.verdict} for u in t.turns]}) + "\n")
+                                               "subgoal": u.subgoal, "verdict": u.verdict, "anchor": u.anchor}
+                                              for u in t.turns]}) + "\n")
 
     # ------------------------------------------------------------- finishing
     def cleanup(self) -> None:
