@@ -54,8 +54,9 @@ def ppo_clip_kl_loss(
     batch_num_tokens: int | float | None = None,
     global_batch_size: int | None = None,
     dp_size: int = 1,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate −min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
+    """Clipped surrogate −w·min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
 
     Args:
         logprobs: (B, T) float, log π_θ of the taken tokens (requires grad).
@@ -69,6 +70,10 @@ def ppo_clip_kl_loss(
         global_batch_size: sequences in the whole batch for the seq-mean modes.
         dp_size: data-parallel ranks (verl's ``agg_loss`` scales by it so that FSDP's gradient
             averaging gives the global mean); 1 on one process.
+        is_weights: (B, T) float, detached rollout-correction weights w ≥ 0 that multiply the per-token
+            policy-gradient term only, never the KL term (verl ``compute_policy_loss_vanilla``'s
+            ``rollout_is_weights``; :func:`earthrl.algorithms.rollout_correction.rollout_correction`);
+            None: w = 1 (the loss is unchanged).
 
     Returns:
         (loss scalar, metrics dict with pg_loss, kl, clip_frac, ratio_mean). A response
@@ -78,8 +83,9 @@ def ppo_clip_kl_loss(
         ValueError: if shapes differ, or ``kl_coef > 0`` without ``ref_logprobs``.
     """
     shape = logprobs.shape
-    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask)):
-        if t.shape != shape:
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask),
+                    ("is_weights", is_weights)):
+        if t is not None and t.shape != shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)} like logprobs")
     mask = response_mask.to(logprobs.dtype)
     n_tokens = float(mask.sum())
@@ -91,6 +97,8 @@ def ppo_clip_kl_loss(
     surr1 = ratio * advantages
     surr2 = torch.clamp(ratio, 1.0 - cfg.clip_ratio_low, 1.0 + cfg.clip_ratio_high) * advantages
     pg_mat = -torch.minimum(surr1, surr2)
+    if is_weights is not None:
+        pg_mat = pg_mat * is_weights
     agg = dict(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size,
                dp_size=dp_size)
     pg_loss = agg_loss(pg_mat, mask, **agg)
@@ -132,10 +140,11 @@ def kl_gradient_vanishes_at_reference(estimator: str) -> bool:
 def ppo_clip_kl(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 response_mask: torch.Tensor, cfg: PolicyLossConfig, ref_logprobs: torch.Tensor | None = None,
                 batch_num_tokens: int | float | None = None, global_batch_size: int | None = None,
-                dp_size: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
+                dp_size: int = 1, is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Registry form of :func:`ppo_clip_kl_loss` (named arguments only; all seeds' policy loss; no extra
     inputs in :data:`earthrl.algorithms.spec.LOSS_INPUTS`). Shapes (B, T) as in :func:`ppo_clip_kl_loss`;
     returns (loss scalar, metrics).
     """
     return ppo_clip_kl_loss(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, cfg,
-                            batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size)
+                            batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size,
+                            is_weights=is_weights)

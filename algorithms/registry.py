@@ -16,5 +16,6 @@ ESTIMATORS = Registry("advantage estimator", ["earthrl.algorithms.estimators", "
 
 POLICY_LOSSES = Registry("policy loss", ["earthrl.algorithms.policy_loss", "earthrl.algorithms.mixed_loss"])
 """Policy losses ``fn(*, logprobs, old_logprobs, advantages, response_mask, ref_logprobs, cfg, batch_num_tokens,
-global_batch_size, dp_size, **extra) -> (loss, metrics)`` (named arguments only; ``extra``: the loss's inputs
+global_batch_size, dp_size, is_weights, **extra) -> (loss, metrics)`` (named arguments only; ``is_weights``:
+(B, T) rollout-correction weights on the policy-gradient term, None for none; ``extra``: the loss's inputs
 in :data:`earthrl.algorithms.spec.LOSS_INPUTS`, e.g. ``role_mask`` and ``role_num_tokens`` for mixed_role)."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from earthrl.algorithms.estimators import AdvantageConfig
 from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.rewards.registry import REWARDS, TURN_REWARDS
 
 ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",),
@@ -44,6 +45,8 @@ class AlgorithmSpec:
         loss: the policy loss's name (``loss.name``, :data:`~earthrl.algorithms.registry.POLICY_LOSSES`)
             and hyper-parameters.
         action_format: the ``env.action_format`` the recipe needs, or None (any).
+        correction: the rollout/learner mismatch correction (``algorithm.rollout_correction``), or None when
+            the mapping has none (no correction).
     """
 
     name: str = "grpo"
@@ -55,6 +58,7 @@ class AlgorithmSpec:
     advantage: AdvantageConfig = AdvantageConfig()
     loss: PolicyLossConfig = PolicyLossConfig()
     action_format: str | None = None
+    correction: RolloutCorrection | None = None
 
     @property
     def advantage_inputs(self) -> tuple[str, ...]:
@@ -71,7 +75,8 @@ class AlgorithmSpec:
         """Build from the ``algorithm`` config as a plain mapping (``OmegaConf.to_container``).
 
         Raises:
-            ValueError: unknown keys under ``advantage`` or ``policy_loss`` (the message names them).
+            ValueError: unknown keys under ``advantage``, ``policy_loss`` or ``rollout_correction`` (the message
+                names them), or a bad ``rollout_correction`` value.
         """
         loss = dict(alg.get("policy_loss") or {})
         unknown = sorted(set(loss) - set(PolicyLossConfig.__dataclass_fields__))
@@ -83,7 +88,8 @@ class AlgorithmSpec:
                    turn_reward_kwargs=dict(alg.get("turn_reward_kwargs") or {}),
                    estimator=str(alg.get("estimator") or "grpo"),
                    advantage=AdvantageConfig.from_mapping(alg.get("advantage")), loss=PolicyLossConfig(**loss),
-                   action_format=alg.get("action_format") or None)
+                   action_format=alg.get("action_format") or None,
+                   correction=RolloutCorrection.from_mapping(alg.get("rollout_correction")))
 
     def check(self, env_action_format: str) -> None:
         """Resolve every registered name and the action format.

@@ -31,8 +31,10 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   with each turn's reward on the turn's last token) and hands them to the estimator through
   :data:`BATCH_INPUTS`.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
-  ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
-  clipped surrogate per token.
+  ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0; ``algorithm.rollout_correction``, computed by verl's
+  trainer from π_old and the rollout's logprobs) go to the loss as ``is_weights``: they multiply the clipped
+  surrogate per token, as in verl's own ``compute_policy_loss_vanilla``. The sequences verl's rejection
+  sampling drops arrive with their ``response_mask`` already 0.
 """
 
 from __future__ import annotations
@@ -155,7 +157,8 @@ def verl_policy_loss(name: str) -> Callable:
     """Wrap EarthRL policy loss ``name`` with verl's ``PolicyLossFn`` signature ``(old_log_prob, log_prob,
     advantages, response_mask, loss_agg_mode, config, rollout_is_weights, **kwargs) -> (loss, metrics)``.
     Clip ratios come from verl's ActorConfig (``clip_ratio_low``/``clip_ratio_high``), global token and
-    sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5)."""
+    sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5);
+    ``rollout_is_weights`` (B, T) or None is the loss's ``is_weights``."""
     loss_fn = POLICY_LOSSES.lookup(name)
     needs = LOSS_INPUTS.get(name, ())
 
@@ -168,11 +171,10 @@ def verl_policy_loss(name: str) -> Callable:
                                clip_ratio_high=float(high if high is not None else clip), kl_coef=0.0,
                                loss_agg_mode=loss_agg_mode, name=name,
                                manager_weight=float(kwargs.get("manager_weight", 0.5)))
-        if rollout_is_weights is not None:
-            advantages = advantages * rollout_is_weights
         info = dict(getattr(config, "global_batch_info", None) or {})
         loss, m = loss_fn(logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
-                          response_mask=response_mask, cfg=cfg, **{k: kwargs[k] for k in needs},
+                          response_mask=response_mask, cfg=cfg, is_weights=rollout_is_weights,
+                          **{k: kwargs[k] for k in needs},
                           batch_num_tokens=info.get("batch_num_tokens"),
                           global_batch_size=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1))
         return loss, {"actor/pg_clipfrac": m["clip_frac"], "actor/pg_loss_earthrl": m["pg_loss"]}

@@ -57,7 +57,14 @@ from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import FailureGuard, fault_counts
-from earthrl.rollout.run_logger import RunLogger, flat_metrics, format_step, log_internal_errors, truncate_logs
+from earthrl.rollout.run_logger import (
+    LOGGED_AS,
+    RunLogger,
+    flat_metrics,
+    format_step,
+    log_internal_errors,
+    truncate_logs,
+)
 from earthrl.rollout.runtime import RolloutRuntime
 from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 
@@ -292,7 +299,7 @@ class LocalGRPORecipe:
         self.learner = Learner(self.policy, self.optimizer, POLICY_LOSSES.lookup(inputs.spec.loss.name), LearnerConfig(
             loss=inputs.spec.loss, loss_inputs=inputs.spec.loss_inputs, ppo_epochs=int(alg.ppo_epochs),
             micro_batch_size=int(alg.micro_batch_size), grad_clip=float(alg.grad_clip),
-            temperature=float(alg.sampling.temperature)))
+            temperature=float(alg.sampling.temperature), correction=inputs.spec.correction))
         if inputs.resume_from is not None:
             self.start_step = load_checkpoint(inputs.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {inputs.resume_from} (step {self.start_step})", flush=True)
@@ -464,7 +471,7 @@ class LocalGRPORecipe:
             "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
             "rollout/mean_turns": turns / max(len(agent), 1),
             "rollout/faulted": float(len(trajs) - len(agent)),
-            "rollout/logprob_diff": loss_m.pop("logprob_diff"),
+            **{name: loss_m.pop(k) for k, name in LOGGED_AS.items() if k in loss_m},  # rollout/logprob_diff, rollout_corr/*
             "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
             **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
             "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process

@@ -4,7 +4,8 @@
 (``verl/trainer/config/_generated_ppo_trainer.yaml``, no Hydra needed), sets every key EarthRL maps
 (model + LoRA with ``lora.merge=False``: adapter-only sync to vLLM; FSDP2; vLLM async rollout with
 ``n = algorithm.group_size``; EarthRL's agent loop, estimator, loss and reward; DAPO
-``filter_groups`` on the outcome metric ``acc``; the cluster's GPUs and nodes), merged in struct mode
+``filter_groups`` on the outcome metric ``acc``; ``algorithm.rollout_correction`` from EarthRL's
+(:meth:`~earthrl.algorithms.rollout_correction.RolloutCorrection.verl_keys`); the cluster's GPUs and nodes), merged in struct mode
 so that a key verl does not have is an error, and adds the ``earthrl`` section the agent loop reads.
 :func:`run_verl` prints the config (``trainer.verl_dry_run=true`` stops there) and starts verl's
 ``main_ppo`` in the trainer's Ray cluster; without CUDA it stops with one line, since verl's trainer
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import to_settings
 from earthrl.models.lora import merge_lora
@@ -91,7 +93,9 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
         "algorithm": {"adv_estimator": f"earthrl_{alg.estimator}",
                       "norm_adv_by_std_in_grpo": bool(alg.advantage.norm_by_std), "use_kl_in_reward": False,
                       "filter_groups": {"enable": bool(alg.filter_groups.enabled), "metric": "acc",
-                                        "max_num_gen_batches": int(alg.filter_groups.max_rounds)}},
+                                        "max_num_gen_batches": int(alg.filter_groups.max_rounds)},
+                      "rollout_correction": RolloutCorrection.from_mapping(
+                          OmegaConf.to_container(alg.rollout_correction, resolve=True)).verl_keys()},
         "reward": {"custom_reward_function": {"path": str(reward_file), "name": "compute_score"}},
         "trainer": {"n_gpus_per_node": int(v.n_gpus_per_node), "nnodes": int(v.nnodes), "use_v1": False,
                     "total_training_steps": int(cfg.trainer.steps), "save_freq": int(cfg.trainer.save_every),

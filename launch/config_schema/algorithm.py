@@ -54,6 +54,23 @@ class PolicyLossConfig:
 
 
 @dataclass
+class RolloutCorrectionConfig:
+    """Rollout/learner mismatch correction (verl's algorithm.rollout_correction, decoupled mode): importance
+    weights r = π_old/π_rollout on the policy-gradient term, and sequences whose ratio leaves a band dropped."""
+
+    weights: str = setting("token", "token: w_t = min(r_t, cap) on each token (truncated importance sampling, Yao et al. "
+                                    "2025); sequence: w = min(∏_t r_t, cap) on every token of the sequence; none: no weights "
+                                    "(verl rollout_is)", choices=("token", "sequence", "none"))
+    cap: float = setting(2.0, "C: weights above it are cut to it (verl rollout_is_threshold)", range=(1, None))
+    mask: str = setting("none", "drop a whole sequence (from the policy-gradient and KL terms) whose ratio leaves "
+                               "[mask_lower, mask_upper]; sequence: the ratio ∏_t r_t (verl rollout_rs=seq_sum_k1); "
+                               "geometric: its geometric mean (seq_mean_k1); none: no sequence dropped",
+                        choices=("none", "sequence", "geometric"))
+    mask_lower: float = setting(0.5, "the band's lower end (a ratio)", range=(0, 1), lo_open=True)
+    mask_upper: float = setting(2.0, "the band's upper end (a ratio)", range=(1, None))
+
+
+@dataclass
 class FilterGroupsConfig:
     """DAPO dynamic sampling, decided on the outcome (correct), never a shaped reward."""
 
@@ -85,5 +102,7 @@ class AlgorithmConfig:
     grad_clip: float = setting(1.0, "gradient norm clip", range=(0, None), lo_open=True)
     ppo_epochs: int = setting(1, "passes over a step's rollouts", range=(1, None))
     filter_groups: FilterGroupsConfig = setting(factory=FilterGroupsConfig, doc="DAPO dynamic sampling")
+    rollout_correction: RolloutCorrectionConfig = setting(factory=RolloutCorrectionConfig,
+                                                          doc="rollout/learner mismatch correction (TIS)")
     micro_batch_size: int = setting(2, "sequences per forward/backward", range=(1, None))
     sampling: SamplingConfig = setting(factory=SamplingConfig, doc="generation settings of the training rollouts")

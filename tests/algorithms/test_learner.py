@@ -87,4 +87,5 @@ def test_empty_batch_gives_zero_metrics_without_a_step(tiny_model):
     learner = _learner(tiny_model, ppo_epochs=1)
     failed = _trajs()[2:]
     m = learner.update(pack(failed, _advantages(failed, [1.0]), learner.cfg), before_step=lambda: pytest.fail("stepped"))
-    assert m == dict.fromkeys(("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "logprob_diff"), 0.0)
+    assert m == {**dict.fromkeys(("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "is_truncated_frac",
+                                  "masked_seq_frac", "logprob_diff"), 0.0), "is_weight_mean": 1.0}

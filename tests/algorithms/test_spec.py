@@ -52,3 +52,16 @@ def test_check_names_the_field_and_the_fix():
         AlgorithmSpec.from_config({"policy_loss": {"name": "nope"}}).check("json")
     with pytest.raises(ValueError, match=r"algorithm.policy_loss has unknown key\(s\) \['clip'\]"):
         AlgorithmSpec.from_config({"policy_loss": {"clip": 0.2}})
+
+
+def test_rollout_correction_is_composed_into_the_spec():
+    """Every recipe runs token-level TIS with cap 2 and no sequence dropped unless told otherwise."""
+    from earthrl.algorithms.rollout_correction import RolloutCorrection
+
+    assert {_spec(name).correction for name in EXPECTED} == {RolloutCorrection("token", 2.0, "none", 0.5, 2.0)}
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["algorithm.rollout_correction.mask=geometric",
+                                           "algorithm.rollout_correction.mask_upper=1.5"])
+    spec = AlgorithmSpec.from_config(OmegaConf.to_container(cfg.algorithm, resolve=True))
+    assert spec.correction == RolloutCorrection("token", 2.0, "geometric", 0.5, 1.5)
+    assert AlgorithmSpec.from_config({}).correction is None  # no mapping: no correction

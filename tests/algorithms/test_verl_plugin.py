@@ -80,12 +80,18 @@ def test_verl_loss_matches_verl_vanilla_where_dual_clip_is_inactive():
     mask = (torch.rand(3, 6) > 0.3)
     cfg = OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 100.0,
                             "global_batch_info": {}})
+    weights = 2.0 * torch.rand(3, 6)  # verl's rollout_is_weights: they reach our loss as is_weights
     for mode in ("token-mean", "seq-mean-token-mean"):
-        ours, m = POLICY_LOSS_REGISTRY["earthrl_ppo_clip_kl"](old_log_prob=old, log_prob=lp, advantages=adv,
-                                                              response_mask=mask, loss_agg_mode=mode, config=cfg)
-        ref, rm = compute_policy_loss_vanilla(old, lp, adv, mask, loss_agg_mode=mode, config=cfg)
-        assert ours.item() == pytest.approx(ref.item(), rel=1e-5)
-        assert m["actor/pg_clipfrac"] == pytest.approx(rm["actor/pg_clipfrac"], rel=1e-5)
+        for w in (None, weights):
+            ours, m = POLICY_LOSS_REGISTRY["earthrl_ppo_clip_kl"](old_log_prob=old, log_prob=lp, advantages=adv,
+                                                                  response_mask=mask, loss_agg_mode=mode, config=cfg,
+                                                                  rollout_is_weights=w)
+            ref, rm = compute_policy_loss_vanilla(old, lp, adv, mask, loss_agg_mode=mode, config=cfg,
+                                                  rollout_is_weights=w)
+            assert ours.item() == pytest.approx(ref.item(), rel=1e-5)
+            assert m["actor/pg_clipfrac"] == pytest.approx(rm["actor/pg_clipfrac"], rel=1e-5)
+        assert ours.item() != pytest.approx(POLICY_LOSS_REGISTRY["earthrl_ppo_clip_kl"](
+            old_log_prob=old, log_prob=lp, advantages=adv, response_mask=mask, loss_agg_mode=mode, config=cfg)[0].item())
     with pytest.raises(ValueError, match="role_mask"):
         POLICY_LOSS_REGISTRY["earthrl_mixed_role"](old_log_prob=old, log_prob=lp, advantages=adv, response_mask=mask,
                                                    loss_agg_mode="token-mean", config=cfg)

@@ -234,3 +234,17 @@ def test_an_algorithm_preset_sets_the_turns_of_the_env(hydra_ctx):
     assert compose_job("config", ["algorithm=mefr_only"]).env.max_turns == 25
     assert compose_job("config", ["algorithm=mefr_tap", "env.max_turns=5"]).env.max_turns == 5
     assert compose_job("config", []).env.max_turns == 5
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.rollout_correction.cap=0.5", "algorithm.rollout_correction.cap=0.5 must be at least 1"),
+    ("algorithm.rollout_correction.weights=tis", "algorithm.rollout_correction.weights=tis must be one of token, "
+                                                 "sequence, none"),
+    ("algorithm.rollout_correction.mask_lower=0", "algorithm.rollout_correction.mask_lower=0 must be greater than 0"),
+    ("algorithm.rollout_correction.mask_upper=0.9", "algorithm.rollout_correction.mask_upper=0.9 must be at least 1")])
+def test_a_bad_rollout_correction_is_one_line(hydra_ctx, override, message):
+    from earthrl.envs.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        check_config(compose_job("config", [override]), "train")
+    assert str(err.value) == message

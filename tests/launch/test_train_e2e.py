@@ -63,8 +63,10 @@ def test_train_resume_equals_uninterrupted_and_export_reloads(tmp_path, tiny_mod
     assert [m["step"] for m in metrics] == [1, 2]
     assert metrics[0]["reward/std"] > 0 and metrics[0]["loss/grad_norm"] > 0
     for key in ("reward/mean", "eval/accuracy", "rollout/error_turn_rate", "rollout/mean_turns", "perf/gen_tokens_per_s",
-                "time/rollout_s", "time/update_s"):
+                "time/rollout_s", "time/update_s", "rollout/logprob_diff", "rollout_corr/rollout_is_mean"):
         assert key in metrics[0]
+    # the float32 HF engine and the learner agree: the default TIS weights are 1 (to float32 rounding)
+    assert metrics[0]["rollout/logprob_diff"] < 1e-4 and abs(metrics[0]["rollout_corr/rollout_is_mean"] - 1) < 1e-4
     for m in metrics:  # the shared per-step accounting (rollout/step_accounting.py) adds up
         assert_step_accounting(m)
     # held-out evaluation ran at the end of each invocation (trainer.heldout.every=3 > steps)

@@ -82,6 +82,28 @@ def test_every_documented_verl_command_composes(hydra_ctx, tmp_path):
         _compose(tmp_path, args)
 
 
+@pytest.mark.parametrize("overrides, want", [
+    ([], {"rollout_is": "token", "rollout_is_threshold": 2.0, "rollout_rs": None, "rollout_rs_threshold": None}),
+    (["algorithm.rollout_correction.weights=sequence", "algorithm.rollout_correction.cap=3",
+      "algorithm.rollout_correction.mask=geometric", "algorithm.rollout_correction.mask_lower=0.8",
+      "algorithm.rollout_correction.mask_upper=1.25"],
+     {"rollout_is": "sequence", "rollout_is_threshold": 3.0, "rollout_rs": "seq_mean_k1", "rollout_rs_threshold": "0.8_1.25"}),
+    (["algorithm.rollout_correction.weights=none", "algorithm.rollout_correction.mask=sequence"],
+     {"rollout_is": None, "rollout_is_threshold": 2.0, "rollout_rs": "seq_sum_k1", "rollout_rs_threshold": "0.5_2.0"})])
+def test_rollout_correction_maps_onto_verls_keys(hydra_ctx, tmp_path, overrides, want):
+    """verl's seq_*_k1 bounds apply to −log r: the ratio band [0.8, 1.25] is written 1/1.25 _ 1/0.8."""
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+    from verl.utils.config import omega_conf_to_dataclass
+
+    _, vc = _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b"] + overrides)
+    rc = vc.algorithm.rollout_correction
+    assert {k: rc[k] for k in want} == want
+    assert rc.bypass_mode is False and rc.rollout_is_batch_normalize is False  # decoupled: π_old from the actor
+    assert vc.actor_rollout_ref.rollout.calculate_log_probs is True  # verl needs the rollout's logprobs for it
+    typed = omega_conf_to_dataclass(rc, RolloutCorrectionConfig)  # verl's own config class takes it
+    assert (typed.rollout_is, typed.rollout_rs) == (want["rollout_is"], want["rollout_rs"])
+
+
 def test_unknown_verl_key_and_bad_split_are_one_line(hydra_ctx, tmp_path):
     with pytest.raises(ConfigError, match="must split evenly over 8 GPUs: change tasks.tasks_per_step"):
         _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b", "tasks.tasks_per_step=3",
