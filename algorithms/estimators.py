@@ -14,22 +14,27 @@ Built-ins: ``grpo`` (all seeds; Dr. GRPO with ``norm_by_std: false``), ``grpo_ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from earthrl.algorithms.broadcast import turn_values_to_tokens
 from earthrl.algorithms.grpo import group_index, group_normalise, grpo_advantages
 from earthrl.algorithms.registry import ESTIMATORS
+from earthrl.algorithms.settings import FromMapping
 from earthrl.algorithms.tap import tap_advantages
 
 ROLES = {"agent": 0, "manager": 1, "specialist": 2}
 
 
-@dataclass(frozen=True)
-class AdvantageConfig:
+@dataclass(frozen=True, kw_only=True)
+class AdvantageConfig(FromMapping):
     """Hyper-parameters of the estimators (``algorithm.advantage`` in Hydra).
+
+    Every field is required: the defaults live once, in the config schema
+    (``earthrl.launch.config_schema.defaults("algorithm.advantage", **changes)`` gives them).
 
     Attributes:
         eps: δ added to the group std (RS-Claw-Evolution Eq. for Â_i).
@@ -43,22 +48,14 @@ class AdvantageConfig:
             ``algorithm.gamma``), in [0, 1].
     """
 
-    eps: float = 1e-6
-    std_floor: float = 1e-2
-    norm_by_std: bool = True
-    protect_recovery: bool = False
-    step_weight: float = 1.0
-    gamma: float = 0.95
+    CONFIG_KEY: ClassVar[str] = "algorithm.advantage"
 
-    @classmethod
-    def from_mapping(cls, m: Mapping | None) -> AdvantageConfig:
-        """Build from a plain mapping; an unknown key raises ValueError naming it."""
-        m = dict(m or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(m) - known)
-        if unknown:
-            raise ValueError(f"algorithm.advantage has unknown key(s) {unknown}; allowed: {sorted(known)}")
-        return cls(**m)
+    eps: float
+    std_floor: float
+    norm_by_std: bool
+    protect_recovery: bool
+    step_weight: float
+    gamma: float
 
 
 @dataclass

@@ -42,9 +42,12 @@ micro-batch, given the whole-batch counts (``seq-mean-token-sum-norm`` divides b
 padded width): only under these are zero-advantage rows packed apart."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LearnerConfig:
     """Hyper-parameters of the update (``algorithm.*`` in Hydra).
+
+    The fields that come from the config are required (its schema holds their defaults; from Python,
+    ``earthrl.launch.config_schema.defaults("algorithm")`` gives them).
 
     Attributes:
         loss: the policy loss's configuration (passed to the loss as ``cfg``).
@@ -57,13 +60,13 @@ class LearnerConfig:
             weights, no sequence dropped (not a default of the config key, whose default lives in the schema).
     """
 
-    loss: PolicyLossConfig = PolicyLossConfig()
+    loss: PolicyLossConfig
     loss_inputs: tuple[str, ...] = ()
-    ppo_epochs: int = 1
-    micro_batch_size: int = 2
-    grad_clip: float = 1.0
-    temperature: float = 1.0
-    correction: RolloutCorrection | None = None
+    ppo_epochs: int
+    micro_batch_size: int
+    grad_clip: float
+    temperature: float
+    correction: RolloutCorrection | None
 
 
 @dataclass

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
 
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.algorithms.settings import FromMapping
 
 
-@dataclass(frozen=True)
-class PolicyLossConfig:
+@dataclass(frozen=True, kw_only=True)
+class PolicyLossConfig(FromMapping):
     """Hyper-parameters of the PPO-clip + KL loss.
+
+    Every field is required: the defaults live once, in the config schema
+    (``earthrl.launch.config_schema.defaults("algorithm.policy_loss", **changes)`` gives them).
 
     Attributes:
         clip_ratio_low: ε_low of the clipped surrogate (ratio ≥ 1 − ε_low).
@@ -34,13 +39,15 @@ class PolicyLossConfig:
             unused by "ppo_clip_kl".
     """
 
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    kl_coef: float = 0.01
-    kl_estimator: str = "low_var_kl"
-    loss_agg_mode: str = "token-mean"
-    name: str = "ppo_clip_kl"
-    manager_weight: float = 0.5
+    CONFIG_KEY: ClassVar[str] = "algorithm.policy_loss"
+
+    clip_ratio_low: float
+    clip_ratio_high: float
+    kl_coef: float
+    kl_estimator: str
+    loss_agg_mode: str
+    name: str
+    manager_weight: float
 
 
 def ppo_clip_kl_loss(

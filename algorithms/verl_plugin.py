@@ -30,6 +30,12 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``anchor_ids``, ``valid``, and ``token_rewards``
   with each turn's reward on the turn's last token) and hands them to the estimator through
   :data:`BATCH_INPUTS`.
+- the settings are the run's: an estimator reads ``algorithm.advantage`` from verl's
+  ``algorithm.earthrl_advantage`` (:data:`ADVANTAGE_KEY`; verl hands its ``algorithm`` config to every
+  estimator), a loss reads ``algorithm.policy_loss`` from the :data:`POLICY_LOSS_ENV` variable of every
+  Ray worker (verl's actor config has no place for it); ``earthrl train backend=verl`` writes both
+  (``earthrl.launch.verl_config``), and without them the adapters raise ValueError rather than run with
+  settings of their own.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
   ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0; ``algorithm.rollout_correction``, computed by verl's
   trainer from π_old and the rollout's logprobs) go to the loss as ``is_weights``: they multiply the clipped
@@ -40,6 +46,7 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 
@@ -59,6 +66,15 @@ from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
 from earthrl.algorithms.spec import ESTIMATOR_INPUTS, LOSS_INPUTS
 
 PREFIX = "earthrl_"
+
+ADVANTAGE_KEY = "earthrl_advantage"
+"""The key of verl's ``algorithm`` config that holds the run's ``algorithm.advantage`` settings (written by
+``earthrl train backend=verl``; read by :func:`run_advantage`)."""
+
+POLICY_LOSS_ENV = "EARTHRL_POLICY_LOSS"
+"""The environment variable (JSON) that holds the run's ``algorithm.policy_loss`` settings in every Ray
+worker (verl's actor config has no place for them; ``earthrl train backend=verl`` sets it in verl's
+``ray_kwargs.ray_init.runtime_env.env_vars``; read by :func:`run_policy_loss`)."""
 
 BATCH_INPUTS: ContextVar[dict | None] = ContextVar("earthrl_verl_batch_inputs", default=None)
 """(B, T) inputs of the batch whose advantages verl is computing (set by :func:`compute_advantage`)."""
@@ -122,11 +138,27 @@ def _require(name: str, needs: tuple[str, ...], kwargs: dict) -> None:
                          "them: use EarthRL's verl trainer, which adds them to adv_kwargs / the loss call")
 
 
+def run_advantage(config) -> AdvantageConfig:
+    """The run's :class:`AdvantageConfig` from verl's ``algorithm`` config (the ``config`` verl hands an
+    estimator): its :data:`ADVANTAGE_KEY` mapping, which EarthRL's verl config fills from the run's
+    ``algorithm.advantage``.
+
+    Raises:
+        ValueError: ``config`` is None or lacks the key (a verl config not composed by ``earthrl train
+            backend=verl``), or the mapping lacks a field (named).
+    """
+    settings = config.get(ADVANTAGE_KEY) if config is not None else None
+    if settings is None:
+        raise ValueError(f"verl's algorithm.{ADVANTAGE_KEY} is not set: EarthRL's estimators take the run's "
+                         "algorithm.advantage from there; start verl with `earthrl train backend=verl`")
+    return AdvantageConfig.from_mapping({k: settings[k] for k in settings})
+
+
 def verl_estimator(name: str) -> Callable:
     """Wrap EarthRL estimator ``name`` as a verl advantage estimator
     ``fn(token_level_rewards, response_mask, index=None, config=None, **kwargs) -> (advantages, returns)``,
-    both (B, T) float32, 0 off the response mask. ``config.norm_adv_by_std_in_grpo`` is honoured;
-    ``kwargs["earthrl_advantage"]`` (dict of :class:`AdvantageConfig` fields) overrides the rest.
+    both (B, T) float32, 0 off the response mask. ``config`` is verl's ``algorithm`` config; the
+    estimator's settings are its :data:`ADVANTAGE_KEY` (:func:`run_advantage`).
     """
     estimator = ESTIMATORS.lookup(name)
 
@@ -135,14 +167,13 @@ def verl_estimator(name: str) -> Callable:
                   if v is not None and tuple(v.shape[:1]) == tuple(response_mask.shape[:1])}
         kwargs = {**inputs, **{k: v for k, v in kwargs.items() if v is not None}}
         _require(name, ESTIMATOR_INPUTS.get(name, ()), kwargs)
-        fields = {"norm_by_std": bool(getattr(config, "norm_adv_by_std_in_grpo", True))}
-        fields.update(kwargs.get("earthrl_advantage") or {})
+        settings = run_advantage(config)
         rewards = kwargs.get("token_rewards", token_level_rewards)
         batch, token_turn = turn_batch_from_verl(rewards, response_mask, index, error_mask=kwargs.get("error_mask"),
                                                  role_mask=kwargs.get("role_mask"), anchor_ids=kwargs.get("anchor_ids"),
                                                  valid=kwargs.get("valid"))
         with torch.no_grad():
-            turn_adv = estimator(batch, AdvantageConfig.from_mapping(fields))
+            turn_adv = estimator(batch, settings)
             adv = torch.where(token_turn >= 0, turn_adv[token_turn.clamp(min=0)], 0.0) if turn_adv.numel() else \
                 torch.zeros(response_mask.shape)
         adv = adv.to(token_level_rewards.device)
@@ -153,24 +184,41 @@ def verl_estimator(name: str) -> Callable:
     return adv_est
 
 
+def run_policy_loss(name: str, config, loss_agg_mode: str) -> PolicyLossConfig:
+    """The :class:`PolicyLossConfig` of loss ``name`` in a verl actor: the run's ``algorithm.policy_loss``
+    from :data:`POLICY_LOSS_ENV`, with verl's own values where verl applies them: the clip ratios of its
+    ActorConfig ``config`` (``clip_ratio_low``/``clip_ratio_high``, else ``clip_ratio``), its
+    ``loss_agg_mode``, and ``kl_coef`` 0 (verl adds the KL term itself, ``actor.use_kl_loss``).
+
+    Raises:
+        ValueError: the variable is not set (a verl run not started by ``earthrl train backend=verl``) or
+            lacks a field (named).
+    """
+    text = os.environ.get(POLICY_LOSS_ENV)
+    if not text:
+        raise ValueError(f"{POLICY_LOSS_ENV} is not set: EarthRL's losses take the run's algorithm.policy_loss "
+                         "from it; start verl with `earthrl train backend=verl`")
+    run = {**json.loads(text), "name": name, "loss_agg_mode": loss_agg_mode, "kl_coef": 0.0}
+    for key in ("clip_ratio_low", "clip_ratio_high"):
+        value = getattr(config, key, None)
+        value = getattr(config, "clip_ratio", None) if value is None else value
+        if value is not None:
+            run[key] = float(value)
+    return PolicyLossConfig.from_mapping(run)
+
+
 def verl_policy_loss(name: str) -> Callable:
     """Wrap EarthRL policy loss ``name`` with verl's ``PolicyLossFn`` signature ``(old_log_prob, log_prob,
     advantages, response_mask, loss_agg_mode, config, rollout_is_weights, **kwargs) -> (loss, metrics)``.
-    Clip ratios come from verl's ActorConfig (``clip_ratio_low``/``clip_ratio_high``), global token and
-    sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5);
-    ``rollout_is_weights`` (B, T) or None is the loss's ``is_weights``."""
+    The loss's settings are :func:`run_policy_loss`'s; global token and sequence counts come from
+    ``config.global_batch_info``; ``rollout_is_weights`` (B, T) or None is the loss's ``is_weights``."""
     loss_fn = POLICY_LOSSES.lookup(name)
     needs = LOSS_INPUTS.get(name, ())
 
     def policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
                     rollout_is_weights=None, **kwargs):
         _require(name, needs, kwargs)
-        clip = float(getattr(config, "clip_ratio", 0.2) or 0.2)
-        low, high = (getattr(config, k, None) for k in ("clip_ratio_low", "clip_ratio_high"))
-        cfg = PolicyLossConfig(clip_ratio_low=float(low if low is not None else clip),
-                               clip_ratio_high=float(high if high is not None else clip), kl_coef=0.0,
-                               loss_agg_mode=loss_agg_mode, name=name,
-                               manager_weight=float(kwargs.get("manager_weight", 0.5)))
+        cfg = run_policy_loss(name, config, loss_agg_mode)
         info = dict(getattr(config, "global_batch_info", None) or {})
         loss, m = loss_fn(logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
                           response_mask=response_mask, cfg=cfg, is_weights=rollout_is_weights,

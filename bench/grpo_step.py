@@ -17,6 +17,7 @@ TRL is optional (``pip install -e ".[bench]"``); without it that side is skipped
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import gc
 import statistics
@@ -32,6 +33,7 @@ from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
+from earthrl.launch.config_schema import defaults
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.models.policy import Policy
@@ -58,9 +60,9 @@ def action_similarity(trajectory, task: dict) -> float:
 
 def model_lora(model_path: Path) -> dict:
     """The LoRA settings (rank, alpha, dropout, target_modules) of the model's config in ``conf/model/``
-    (by folder name), or the defaults of :func:`~earthrl.models.lora.lora_config` for another folder."""
+    (by folder name) over the schema's ``model.lora``; the schema's alone for another folder."""
     conf = CONF_MODELS / f"{Path(model_path).name}.yaml"
-    return dict(yaml.safe_load(conf.read_text())["lora"]) if conf.exists() else {}
+    return {**defaults("model.lora"), **(yaml.safe_load(conf.read_text())["lora"] if conf.exists() else {})}
 
 
 class LocalStep:
@@ -68,7 +70,7 @@ class LocalStep:
     update, push), without Ray or the EnvPool: the part of a step the trainer owns.
 
     Args:
-        model_path: HF folder; dtype: ``model.dtype`` rule; lora: ``lora_config`` keywords.
+        model_path: HF folder; dtype: ``model.dtype`` rule; lora: every ``lora_config`` keyword (:func:`model_lora`).
         beta: KL coefficient β (0 skips the reference forward, as the learner does).
         max_new_tokens: generated tokens per turn (exactly: the only stop id cannot be sampled).
         threads: torch threads.
@@ -79,16 +81,17 @@ class LocalStep:
         torch.set_num_threads(threads)
         torch.manual_seed(0)
         resolved = resolve_dtype(dtype)[0]
-        full_lora = {"rank": 16, "alpha": 32, **lora}
-        self.engine = HFEngine(str(model_path), stop_ids=[unreachable_stop_id(model_path)], lora=full_lora,
+        self.engine = HFEngine(str(model_path), stop_ids=[unreachable_stop_id(model_path)], lora=lora,
                                dtype=resolved, num_threads=threads)
         self.tokenizer = self._tokenizer(model_path)
-        self.policy = Policy(str(model_path), full_lora, dtype=resolved, gradient_checkpointing=True)
-        self.spec = AlgorithmSpec.from_config({"reward": REWARD, "estimator": "grpo",
-                                               "policy_loss": {"kl_coef": beta}})
+        self.policy = Policy(str(model_path), lora, dtype=resolved, gradient_checkpointing=True)
+        self.spec = AlgorithmSpec.from_config(defaults("algorithm", name="bench", reward=REWARD, estimator="grpo",
+                                                       policy_loss={"kl_coef": beta}))
         optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=LR, weight_decay=0.0)
-        self.learner = Learner(self.policy, optimizer, POLICY_LOSSES.lookup(self.spec.loss.name),
-                               LearnerConfig(loss=self.spec.loss, micro_batch_size=1, temperature=1.0))
+        self.learner_config = LearnerConfig(loss=self.spec.loss, ppo_epochs=defaults("algorithm.ppo_epochs"),
+                                            micro_batch_size=1, grad_clip=defaults("algorithm.grad_clip"),
+                                            temperature=1.0, correction=self.spec.correction)
+        self.learner = Learner(self.policy, optimizer, POLICY_LOSSES.lookup(self.spec.loss.name), self.learner_config)
         self.max_new_tokens = max_new_tokens
         self.calls = 0
 
@@ -112,7 +115,7 @@ class LocalStep:
         context = [list(p) for _, p in rows]
         t0 = time.perf_counter()
         for t in range(turns):
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=1.0, seed=self.calls)
+            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=1.0, top_p=1.0, seed=self.calls)
             self.calls += 1
             for traj, ctx, out in zip(trajs, context, self.engine.generate(context, params)):
                 obs = list(observation_ids or []) if t < turns - 1 else []
@@ -125,7 +128,8 @@ class LocalStep:
         t2 = time.perf_counter()
         advantages = token_advantages(trajs, scores, self.spec)
         t3 = time.perf_counter()
-        metrics = self.learner.update(pack(trajs, advantages, LearnerConfig(micro_batch_size=len(trajs))))
+        metrics = self.learner.update(pack(trajs, advantages,
+                                           dataclasses.replace(self.learner_config, micro_batch_size=len(trajs))))
         t4 = time.perf_counter()
         self.engine.set_lora_weights(self.policy.adapter_state_dict())
         t5 = time.perf_counter()
@@ -179,7 +183,7 @@ def _trl(path: Path, bench, tasks: list[dict], *, group_size: int, max_new_token
 
     rows = len(bench.messages)
     data = Dataset.from_dict({"prompt": bench.messages * steps, "reference": bench.first_actions * steps})
-    lora = {"rank": 16, "alpha": 32, **model_lora(path)}
+    lora = model_lora(path)
     with tempfile.TemporaryDirectory(prefix="earthrl-bench-trl-") as tmp:
         args = trl.GRPOConfig(
             output_dir=tmp, use_cpu=True, max_steps=steps, per_device_train_batch_size=rows * group_size,

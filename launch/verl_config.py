@@ -6,7 +6,10 @@
 ``n = algorithm.group_size``; EarthRL's agent loop, estimator, loss and reward; DAPO
 ``filter_groups`` on the outcome metric ``acc``; ``algorithm.rollout_correction`` from EarthRL's
 (:meth:`~earthrl.algorithms.rollout_correction.RolloutCorrection.verl_keys`); the cluster's GPUs and nodes), merged in struct mode
-so that a key verl does not have is an error, and adds the ``earthrl`` section the agent loop reads.
+so that a key verl does not have is an error, and adds what EarthRL's code inside verl reads: the
+``earthrl`` section (the agent loop), ``algorithm.earthrl_advantage`` (the run's ``algorithm.advantage``,
+for the estimators) and the ``EARTHRL_POLICY_LOSS`` variable of every Ray worker (the run's
+``algorithm.policy_loss``, for the losses; :mod:`earthrl.algorithms.verl_plugin`).
 :func:`run_verl` prints the config (``trainer.verl_dry_run=true`` stops there) and starts verl's
 ``main_ppo`` in the trainer's Ray cluster; without CUDA it stops with one line, since verl's trainer
 has no CPU rollout backend.
@@ -57,6 +60,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     Raises:
         ConfigError: a mapped key verl 0.9.1 does not have (names it), or settings verl refuses.
     """
+    from earthrl.algorithms.verl_plugin import ADVANTAGE_KEY, POLICY_LOSS_ENV  # lazy: imports verl
     from earthrl.algorithms.verl_reward import __file__ as reward_file  # lazy: imports the rewards stack
 
     alg, cl, v = cfg.algorithm, cfg.cluster, cfg.cluster.verl
@@ -110,7 +114,10 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     except Exception as exc:  # noqa: BLE001 - omegaconf's key errors are several classes
         raise ConfigError(f"verl config: {str(exc).splitlines()[0]} (the installed verl is not 0.9.1?)") from None
     OmegaConf.set_struct(merged, False)
-    merged.ray_kwargs.ray_init.runtime_env.env_vars = {"VERL_USE_EXTERNAL_MODULES": VERL_MODULES}
+    merged.ray_kwargs.ray_init.runtime_env.env_vars = {
+        "VERL_USE_EXTERNAL_MODULES": VERL_MODULES,
+        POLICY_LOSS_ENV: json.dumps(OmegaConf.to_container(loss, resolve=True), sort_keys=True)}
+    merged.algorithm[ADVANTAGE_KEY] = OmegaConf.to_container(alg.advantage, resolve=True)
     timeout = cfg.env.get("step_timeout_s")
     merged.earthrl = {"data_root": str(data_root), "workspace_root": str(out_dir / "workspaces"), "env": env,
                       "num_workers": int(cfg.env.num_workers), "step_timeout_s": timeout,

@@ -18,6 +18,9 @@ from earthrl.models.dtype import resolve_dtype
 class SamplingParams:
     """Sampling settings of one generate call.
 
+    ``max_new_tokens``, ``temperature`` and ``top_p`` are required: their defaults live once, in the
+    config schema (``earthrl.launch.config_schema.defaults("algorithm.sampling")`` gives them).
+
     Attributes:
         max_new_tokens: cap on generated tokens per request (one assistant turn).
         temperature: softmax temperature; 0 means greedy.
@@ -28,9 +31,9 @@ class SamplingParams:
             ``max_new_tokens`` tokens (vLLM's ``ignore_eos``; the HF engine suppresses the stop ids).
     """
 
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_new_tokens: int
+    temperature: float
+    top_p: float
     seed: int = 0
     ignore_eos: bool = False
 

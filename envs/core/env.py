@@ -149,7 +149,9 @@ class RSEnv:
         workspace: folder for this env's episode outputs (created; removed by :meth:`close`).
         mode: ``"execute"`` (real computation) or ``"mock"`` (SimCRAFT mock engine,
             :mod:`earthrl.envs.core.mock`).
-        max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``.
+        max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``; None (the
+            default, for tools run from Python) cuts nothing. The agent loop's envs get the config's
+            ``env.max_obs_chars`` (the schema holds its default).
         action_format: a name in :data:`earthrl.envs.formats.registry.FORMATS`.
         toolset: ``"mini"`` (default), ``"all"``, ``"skills"`` or a list of tool names
             (:mod:`earthrl.envs.tools.toolsets`).
@@ -168,7 +170,7 @@ class RSEnv:
     env_actions = ENV_ACTIONS
 
     def __init__(self, data_root: Path, workspace: Path, mode: str = "execute",
-                 max_obs_chars: int = 800, action_format: str = "json",
+                 max_obs_chars: int | None = None, action_format: str = "json",
                  toolset: str | list[str] = "mini", inject_errors: dict | None = None,
                  nan_max: float = 0.5, format_options: dict | None = None):
         if mode not in ENGINES:
@@ -257,8 +259,8 @@ class RSEnv:
 
     # -- results ------------------------------------------------------------------------------
     def truncate(self, text: str) -> str:
-        """``text`` cut to ``max_obs_chars`` (ending in ``…[truncated]``)."""
-        if len(text) <= self.max_obs_chars:
+        """``text`` cut to ``max_obs_chars`` (ending in ``…[truncated]``; None: whole)."""
+        if self.max_obs_chars is None or len(text) <= self.max_obs_chars:
             return text
         tail = "…[truncated]"
         return text[: max(0, self.max_obs_chars - len(tail))] + tail

@@ -6,20 +6,20 @@ import math
 
 import pytest
 
-from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, token_advantages
+from earthrl.algorithms.estimators import TurnBatch, token_advantages
 from earthrl.algorithms.gigpo import step_returns
 from earthrl.algorithms.registry import ESTIMATORS
-from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
-from earthrl.tests.algorithms.builders import scores, traj, turn
+from earthrl.tests.algorithms import builders
+from earthrl.tests.algorithms.builders import advantage_config, scores, traj, turn
 
 S2 = "S2_T33UUU_20170216"
 LT = "LT50350322008174PAC01"
 
 
 def _gigpo(trajs, s, **cfg):
-    return ESTIMATORS.lookup("gigpo")(TurnBatch.from_trajectories(trajs, s), AdvantageConfig(**cfg)).tolist()
+    return ESTIMATORS.lookup("gigpo")(TurnBatch.from_trajectories(trajs, s), advantage_config(**cfg)).tolist()
 
 
 def _two_tasks():
@@ -61,7 +61,7 @@ def test_std_norm_is_mean_std_norm_with_the_grpo_floor():
 def test_singleton_step_groups_leave_the_episode_term_alone():
     trajs = [traj([turn(anchor="s"), turn(anchor="x1")]), traj([turn(anchor="s2"), turn(anchor="x2")])]
     s = scores([1.0, 0.0])
-    grpo = ESTIMATORS.lookup("grpo")(TurnBatch.from_trajectories(trajs, s), AdvantageConfig()).tolist()
+    grpo = ESTIMATORS.lookup("grpo")(TurnBatch.from_trajectories(trajs, s), advantage_config()).tolist()
     assert _gigpo(trajs, s) == pytest.approx(grpo) and grpo[0] > 0  # every anchor unique: step term 0
 
 
@@ -84,8 +84,7 @@ def test_missing_anchor_or_bad_gamma_is_refused_in_one_line():
 
 
 def test_token_advantages_with_the_gigpo_config():
-    spec = AlgorithmSpec.from_config({"name": "gigpo", "estimator": "gigpo",
-                                      "advantage": {"norm_by_std": False, "gamma": 0.5}})
+    spec = builders.spec(name="gigpo", estimator="gigpo", advantage={"norm_by_std": False, "gamma": 0.5})
     trajs = [traj([turn(anchor="a"), turn(anchor="b", n_obs=0)]), traj([turn(anchor="a", n_obs=0)])]
     out = token_advantages(trajs, scores([1.0, 0.0]), spec)
     # episode ±.5; step group a {.5, 0} → ±.25; b singleton

