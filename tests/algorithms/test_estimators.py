@@ -99,7 +99,7 @@ def test_bad_input_names_the_problem():
         token_advantages([], scores([]), make_spec(estimator="nope"))
     with pytest.raises(ValueError, match=r"algorithm.advantage has unknown key\(s\) \['tap'\]"):
         AlgorithmSpec.from_config({**defaults("algorithm", name="t"), "advantage": {"tap": True}})
-    with pytest.raises(ValueError, match=r"algorithm.advantage is missing \['norm_by_std', 'protect_recovery'\]"):
+    with pytest.raises(ValueError, match=r"algorithm.advantage is missing \['gamma', 'norm_by_std', 'protect_recovery', 'step_weight'\]"):
         AdvantageConfig.from_mapping({"eps": 1e-6, "std_floor": 0.01})  # no defaults of its own: the schema's
     t = traj([turn(), turn()])
     with pytest.raises(ValueError, match="1 turn_rewards for 2 turns"):

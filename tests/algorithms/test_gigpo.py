@@ -79,7 +79,7 @@ def test_missing_anchor_or_bad_gamma_is_refused_in_one_line():
     with pytest.raises(ValueError, match="estimator gigpo needs each turn's anchor state"):
         _gigpo(trajs, scores([1.0, 0.0]))
     assert _gigpo([trajs[0], traj([turn()], faulted=True)], scores([1.0, 0.0])) == [0.0, 0.0]  # faulted: ignored
-    with pytest.raises(ValueError, match=r"algorithm.advantage.gamma=1.5 must be in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"algorithm.advantage.gamma=1.5 must be between 0 and 1"):
         _gigpo(trajs[:1], scores([1.0]), gamma=1.5)
 
 

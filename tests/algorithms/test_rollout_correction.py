@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from earthrl.algorithms.mixed_loss import mixed_role_loss
-from earthrl.algorithms.policy_loss import PolicyLossConfig, ppo_clip_kl_loss
+from earthrl.algorithms.policy_loss import ppo_clip_kl_loss
 from earthrl.algorithms.rollout_correction import RolloutCorrection, rollout_correction
+from earthrl.tests.algorithms.builders import loss_config
 
 
 def _cfg(weights="token", cap=2.0, mask="none", lower=0.5, upper=2.0) -> RolloutCorrection:
@@ -71,7 +72,7 @@ def test_identity_when_engine_and_learner_agree():
     adv, ref = torch.randn(4, 7), lp.detach() - 0.2
     c = rollout_correction(old, old.clone(), mask, _cfg("token", mask="geometric", lower=0.999, upper=1.001))
     assert torch.equal(c.weights, mask.float()) and torch.equal(c.response_mask, mask)  # w = e^0 = 1 exactly
-    cfg = PolicyLossConfig(kl_coef=0.3)
+    cfg = loss_config(kl_coef=0.3)
     plain, pm = ppo_clip_kl_loss(lp, old, adv, mask, ref, cfg)
     weighted, wm = ppo_clip_kl_loss(lp, old, adv, c.response_mask, ref, cfg, is_weights=c.weights)
     assert weighted.item() == plain.item() and wm == pm
@@ -87,7 +88,7 @@ def test_weights_multiply_the_policy_gradient_term_only():
     lp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
     adv, mask, w = torch.tensor([[1.0, -2.0]]), torch.tensor([[1, 1]]), torch.tensor([[0.5, 2.0]])
     ref = torch.tensor([[-2.0, -1.0]])
-    cfg = PolicyLossConfig(kl_coef=0.5, kl_estimator="low_var_kl")
+    cfg = loss_config(kl_coef=0.5, kl_estimator="low_var_kl")
     loss, m = ppo_clip_kl_loss(lp, lp.detach(), adv, mask, ref, cfg, is_weights=w)
     _, plain = ppo_clip_kl_loss(lp, lp.detach(), adv, mask, ref, cfg)
     k3 = ((math.exp(-1.0) + 1.0 - 1.0) + (math.exp(1.0) - 1.0 - 1.0)) / 2  # e^(ref−lp) − (ref−lp) − 1, token mean

@@ -269,7 +269,7 @@ def test_defaults_give_the_schemas_values_to_python(hydra_ctx):
     from earthrl.launch.config_schema import defaults
 
     assert defaults("algorithm.advantage") == {"eps": 1e-6, "std_floor": 1e-2, "norm_by_std": True,
-                                               "protect_recovery": False}
+                                               "protect_recovery": False, "step_weight": 1.0, "gamma": 0.95}
     assert defaults("env.max_obs_chars") == 600 and defaults("model.lora")["dropout"] == 0.0
     alg = defaults("algorithm", name="x", advantage={"protect_recovery": True})
     assert (alg["name"], alg["advantage"]["protect_recovery"], alg["advantage"]["eps"]) == ("x", True, 1e-6)
