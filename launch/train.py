@@ -34,6 +34,7 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.envs.paths import model_dir
 from earthrl.launch import lifecycle
+from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.heldout import HeldoutEval
 from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
@@ -51,7 +52,6 @@ from earthrl.models.checkpoint import (
     resolve_resume,
     save_checkpoint,
 )
-from earthrl.models.dtype import resolve_dtype
 from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
@@ -73,7 +73,9 @@ class TrainInputs:
     heldout_tasks: list[dict]  # the first trainer.heldout.max_tasks of trainer.heldout.split; [] when .every is 0
     output_dir: Path  # the run folder, trainer.output_dir
     lora: dict  # the adapter's settings: model.lora overridden by algorithm.lora (merge_lora)
-    dtype: str  # the compute dtype model.dtype resolves to on this machine (learner and engine)
+    device: str  # "cpu" or "cuda": cluster.device resolved on this machine (learner and engine)
+    device_why: str  # why, for the start-up line
+    dtype: str  # the compute dtype model.dtype resolves to on this device (learner and engine)
     dtype_why: str  # why, for the start-up line
     resume_from: Path | None  # the checkpoint trainer.resume picked
     init_from: Path | None  # the checked trainer.init_from checkpoint, whose adapter starts the run
@@ -129,7 +131,8 @@ class LocalGRPORecipe:
         cfg = self.cfg
         sized = resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
         check_job_config(cfg, "train")
-        dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
+        device, device_why = job_device(cfg)
+        dtype, dtype_why = job_dtype(cfg, device)
         model = self.verl_dry_run_path() or model_path(cfg)
         root = data_root(cfg)
         spec = self.algorithm_spec()
@@ -161,7 +164,8 @@ class LocalGRPORecipe:
             warm_start_folder(cfg, str(preset))  # the preset exists
             warm_start = str(preset)
         return TrainInputs(model_path=model, data_root=root, spec=spec, tasks=tasks, heldout_tasks=heldout,
-                           output_dir=output_dir, lora=lora, dtype=dtype, dtype_why=dtype_why, resume_from=resume_from,
+                           output_dir=output_dir, lora=lora, device=device, device_why=device_why, dtype=dtype,
+                           dtype_why=dtype_why, resume_from=resume_from,
                            init_from=init_from, warm_start=warm_start, memory=memory, sized=tuple(sized))
 
     def verl_dry_run_path(self) -> Path | None:
@@ -216,12 +220,15 @@ class LocalGRPORecipe:
 
         if inputs.memory is not None:
             print(inputs.memory.line(), flush=True)
+        print(f"cluster.device={cfg.cluster.device} -> {inputs.device} ({inputs.device_why}); learner and engine",
+              flush=True)
         self.runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
-                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
+                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
+                                      device=inputs.device)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
         print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why}); learner and engine", flush=True)
         self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
-                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device)
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
                                            weight_decay=float(alg.weight_decay))
@@ -345,6 +352,8 @@ class LocalGRPORecipe:
             return {"logprob_diff": 0.0, "skipped_update": 1.0}, 0.0
         loss_m = self.learner.update(pack([batch.trajs[i] for i in batch.keep], [advantages[i] for i in batch.keep],
                                           self.learner.cfg), before_step=partial(kill_point, "update", step))
+        if self.inputs.device == "cuda":  # the caching allocator's free blocks back to the card: vLLM wakes next
+            torch.cuda.empty_cache()
         t_sync = time.perf_counter()
         self.runtime.push_lora(self.policy.adapter_state_dict())
         return loss_m, time.perf_counter() - t_sync

@@ -38,7 +38,7 @@ __all__ = ["ROOTS", "check_config", "composition_error", "defaults", "leaf_keys"
 
 #: keys that moved: old dotted key -> the key that holds the setting now (named by the unknown-key message)
 MOVED = {"algorithm.max_turns": "env.max_turns", "env.sandbox.allow_weaker": "env.format_options.sandbox.allow_weaker",
-         "env.sandbox": "env.format_options.sandbox"}
+         "env.sandbox": "env.format_options.sandbox", "sft.deepspeed": "cluster.deepspeed"}
 
 
 def register() -> None:

