@@ -205,7 +205,7 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
     spans = [[t["span"] for t in r["earthrl_turns"]] for r in rows]
     ids = [[int(inputs["anchor_ids"][i, s]) for s, _ in spans[i]] for i in (0, 1)]
     assert ids[0][0] == ids[1][0] == ids[1][1] != ids[0][1] == ids[0][2] and (a0 >= 0).all() and (a1 >= 0).all()
-    out = ray_trainer.compute_advantage(data, "earthrl_gigpo", config=OmegaConf.create({}))
+    out = ray_trainer.compute_advantage(data, "earthrl_gigpo", config=ALGORITHM)  # ω = 1, γ = .95
     adv = out.batch["advantages"]
     # episode ±A (GRPO of {1, 0}); step returns γ = .95: row 0 (.9025, .95, 1), row 1 (0, 0);
     # empty-state group {.9025, 0, 0} → 2/√3, −1/√3, −1/√3; GNDVI group {.95, 1} → ∓1/√2

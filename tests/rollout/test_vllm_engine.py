@@ -144,7 +144,7 @@ def test_a_bad_request_is_an_error_and_the_engine_serves_on(engine, codec):
 
 
 def test_on_cpu_sleep_releases_nothing_and_generation_goes_on(engine, codec):
-    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    params = SamplingParams(max_new_tokens=6, temperature=0.0, top_p=1.0)
     before = engine.generate(_prompts(codec), params)
     assert engine.sleep_mode is False and engine.sleep() is False  # vLLM's CPU backend has no sleep mode
     after = engine.generate(_prompts(codec), params)
