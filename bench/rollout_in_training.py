@@ -79,6 +79,8 @@ def _rollouts(runtime, modes: tuple[str, ...], prefix: str, job: dict, batched_t
                     f"{key}_engine_tok_s": generated / max(stats["generate_s"], 1e-9),
                     f"{key}_prefix_cache_hit": stats["cached_prompt_tokens"] / max(stats["prompt_tokens"], 1.0),
                     f"{key}_over_batched": generated / wall / batched_tok_s})
+        print(f"rollout/in_training: {key}: {generated:.0f} tokens in {wall:.1f} s = {generated / wall:.2f} tok/s "
+              f"({generated / wall / batched_tok_s:.2f} of batched)", flush=True)
     runtime.continuous = training_mode
     return out
 
@@ -161,6 +163,7 @@ def bench_in_training(model: str = "qwen2.5-coder-0.5b", group_size: int | None 
                 {"turn1": prompts.first, "turn2": prompts.second}, 0)
             out["batched_tok_s"] = (sum(t["batched"]["tokens"] for t in timed.values())
                                     / sum(t["batched"]["seconds"] for t in timed.values()))
+            print(f"rollout/in_training: batched {out['batched_tok_s']:.2f} tok/s", flush=True)
             out.update(_rollouts(runtime, MODES[: 1 + runtime.continuous], "", job, out["batched_tok_s"]))
             merged = runtime.engine_name == "vllm" and ray.get(runtime.engine.__ray_call__.remote(lambda e: e.merged))
         finally:

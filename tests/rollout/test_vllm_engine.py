@@ -240,7 +240,15 @@ def test_auto_picks_vllm_only_where_a_python_with_vllm_exists(monkeypatch, tmp_p
         engines_mod.resolve_engine("trt")
 
 
+def test_only_engines_that_batch_concurrent_calls_get_each_turn_at_once():
+    assert engines_mod.continuous_batching("vllm") and engines_mod.continuous_batching("vllm", {"python": "auto"})
+    assert not engines_mod.continuous_batching("vllm", {"continuous_batching": False})
+    assert not engines_mod.continuous_batching("hf", {"continuous_batching": True})
+
+
 def test_missing_vllm_or_bad_python_say_what_to_do(monkeypatch, tmp_path, tiny_model):
+    with pytest.raises(ValueError, match="cluster.vllm.lora_mode=adapter: use one of auto, merged, requests"):
+        VLLMEngine(str(tiny_model), stop_ids=[2], lora_mode="adapter")
     with pytest.raises(EngineUnavailable, match="cluster.vllm.python=/nope does not exist"):
         VLLMEngine(str(tiny_model), stop_ids=[2], python="/nope")
     monkeypatch.setattr(vllm_engine, "vllm_python", lambda setting="auto": None)
