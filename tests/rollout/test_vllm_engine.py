@@ -125,7 +125,7 @@ def test_lora_pushes_apply_the_adapter_with_the_learners_alpha_without_restart(m
             if "v_proj.lora_B" in name:
                 p.zero_()
     assert engine.set_lora_weights({k: v for k, v in policy.adapter_state_dict().items() if "v_proj" not in k}) == 2
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=3))
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=3, top_p=1.0))
     for got, o in zip(_teacher_forced(policy, prompts, outs, 1.0), outs):
         assert torch.allclose(got, torch.tensor(o["logprobs"]), atol=1e-4)
     assert engine.proc.pid == pid and engine.proc.poll() is None
@@ -137,7 +137,7 @@ def test_a_call_sent_while_another_decodes_joins_its_batch_and_returns_first(eng
     done = []
 
     def run(name, tokens):
-        engine.generate(prompt, SamplingParams(max_new_tokens=tokens, temperature=0.0, ignore_eos=True))
+        engine.generate(prompt, SamplingParams(max_new_tokens=tokens, temperature=0.0, top_p=1.0, ignore_eos=True))
         done.append(name)
 
     long = threading.Thread(target=run, args=("long", 400))
@@ -153,7 +153,7 @@ def test_prefix_cache_serves_a_groups_shared_prompt_and_an_episodes_earlier_turn
     block = engine.block_size
     gen = random.Random(11)
     prompt = [gen.randrange(1000, 30000) for _ in range(2 * block + 5)]  # ids no earlier test sent
-    params = SamplingParams(max_new_tokens=block, temperature=0.0, ignore_eos=True)
+    params = SamplingParams(max_new_tokens=block, temperature=0.0, top_p=1.0, ignore_eos=True)
     first = engine.generate([prompt], params)[0]
     assert first["cached_tokens"] == 0
     group = engine.generate([prompt] * 3, params)  # G samples of one task share its prompt
