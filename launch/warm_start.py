@@ -74,9 +74,14 @@ def cache_key(cfg: DictConfig, preset: str) -> str:
     from earthrl.models.dtype import resolve_dtype  # lazy: torch when model.dtype=auto
 
     file = preset_file(preset, "trainer.warm_start")
-    keyed = [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
     dtype = resolve_dtype(str(cfg.model.dtype))[0]
-    return hashlib.sha256("\n".join([file.read_text(), *keyed, f"dtype={dtype}"]).encode()).hexdigest()
+    return hashlib.sha256("\n".join([file.read_text(), *keyed_overrides(cfg, preset), f"dtype={dtype}"]).encode()).hexdigest()
+
+
+def keyed_overrides(cfg: DictConfig, preset: str) -> list[str]:
+    """The overrides of the warm start's ``earthrl sft`` command that change its result (what :func:`cache_key`
+    hashes beside the preset's text and the dtype): :func:`sft_overrides` without ``cluster.*`` and the folder."""
+    return [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
 
 
 def warm_start_folder(cfg: DictConfig, preset: str) -> Path:
