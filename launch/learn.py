@@ -1,29 +1,38 @@
-"""`earthrl learn`: the learning recipe — held-out evaluation of the base model, SFT warm start and
-GRPO from it, evaluation after SFT and after GRPO — and the learning curve.
+"""`earthrl learn`: the learning recipe — held-out evaluation of the base model, the SFT warm start, RL rows
+trained from it (GRPO, MEFR+TAP, … : ``learn.rows``), untuned comparison models (``learn.compare_models``),
+each evaluated, and the tables of RS-Claw-Evolution's Table III shape with paired differences.
 
 Every stage is one of EarthRL's own commands, started as a child process with the preset's settings
 (``conf/learn.yaml``, ``conf/learn/*.yaml``) and printed before it runs (and written to
-``<output_dir>/commands.sh``), so the curve is reproduced stage by stage with the printed commands:
+``<output_dir>/commands.sh``), so every number is reproduced stage by stage with the printed commands:
 
-    earthrl eval …  (base)  →  earthrl train trainer.warm_start=<preset> …  →  earthrl eval … (SFT checkpoint)
-    →  earthrl eval … (GRPO checkpoint)  [→ earthrl sft sft.mode=<m> …  →  earthrl eval …  per comparison mode]
+    earthrl eval …  (base)
+    →  earthrl train trainer.warm_start=<preset> …  per RL row (the first builds the warm start, the others reuse it)
+    →  earthrl eval … (SFT checkpoint)  →  earthrl eval … (each row's last checkpoint)
+    →  earthrl eval model=<m> …  per comparison model (no adapter)
+    [→ earthrl sft sft.mode=<m> …  →  earthrl eval …  per comparison SFT mode]
 
-The SFT is the warm start of :mod:`earthrl.launch.warm_start` (built once per setting and cached, the
-same one ``make train`` uses), and the GRPO run records which checkpoint started it (``init_from.json``).
-Stages resume: an evaluation skips the (task, mode) pairs it recorded, a comparison SFT is skipped
-when its ``sft_summary.json`` is there, GRPO runs with ``trainer.resume=auto``. The comparison of
-RS-Claw-Evolution (§4: oracle vs unmasked vs error-turn-masked SFT, same budget) runs the modes of
-``learn.compare_modes`` with the warm start's preset.
+Folders under ``<output_dir>``: each RL row's run in ``<row>/`` (``grpo/`` for the GRPO row), each
+evaluation in ``eval/<stage>/`` (``base``, ``sft``, ``<row>``, ``<model>``, ``sft_<mode>``), a comparison SFT
+in ``sft_<mode>/``. Every evaluation runs ``learn.eval``'s phrasings and ``learn.transfer_eval.modes`` (the
+same tasks phrased unlike training) together; their episodes make the held-out and the transfer table.
 
-The result (``<output_dir>/learning.{md,json,png}``): accuracy, EIR and turns of each stage with their
-bootstrap 95% intervals (:func:`earthrl.rewards.metrics.report.build_report`), the paired differences
-SFT − base and GRPO − SFT with their intervals (:func:`earthrl.rewards.metrics.paired.paired_difference`),
-and the GRPO reward curve from the run's ``metrics.jsonl``.
+Every RL row gets ``learn.grpo``'s settings, then its own (``learn.rows.<row>``, `earthrl train` keys; a
+row set to null is left out), and starts from the same SFT checkpoint: the warm start of
+:mod:`earthrl.launch.warm_start` (built once per setting and cached, the same one ``make train`` uses);
+each run records it in ``init_from.json``. Settings that change the warm start (model, tasks, env) must
+be the same for every row, which is checked before anything starts. Stages resume: an evaluation skips
+the (task, mode) pairs it recorded (and starts over when its row has a newer checkpoint since), a
+comparison SFT is skipped when its ``sft_summary.json`` is there, a row runs with ``trainer.resume=auto``.
+The comparison of RS-Claw-Evolution (§4: oracle vs unmasked vs error-turn-masked SFT, same budget) runs
+the modes of ``learn.compare_modes`` with the warm start's preset. The tables:
+:mod:`earthrl.launch.learn_report`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -35,17 +44,28 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
 from earthrl.launch import lifecycle
 from earthrl.launch.config_schema import check_config
+from earthrl.launch.config_schema.eval import EvalSettings
 from earthrl.launch.config_schema.sft import SFTConfig
 from earthrl.launch.config_schema.tasks import TasksConfig
 from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
+from earthrl.launch.learn_report import summarise, write_summary
 from earthrl.launch.override_text import CONF_DIR, as_overrides
-from earthrl.launch.warm_start import preset_file
+from earthrl.launch.warm_start import keyed_overrides, preset_file
 from earthrl.models.checkpoint import list_checkpoints
-from earthrl.rewards.metrics.compute import references_of
-from earthrl.rewards.metrics.paired import paired_difference
-from earthrl.rewards.metrics.report import build_report, episode_records
 
-CURVE_METRICS = ("accuracy", "eir", "avg_turns")
+ROW_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+RESERVED = ("base", "sft", "eval")  # stage and folder names of the recipe itself
+
+
+def last_wins(overrides: list[str]) -> list[str]:
+    """``overrides`` with only the last of those that set one key (Hydra's own rule: the last one wins),
+    so that a printed command names each key once."""
+    by_key = {}
+    for o in overrides:
+        key = o.split("=", 1)[0].lstrip("+~")
+        by_key.pop(key, None)
+        by_key[key] = o
+    return list(by_key.values())
 
 
 class LearnRecipe:
@@ -55,12 +75,23 @@ class LearnRecipe:
         self.cfg = cfg
         self.ln = cfg.learn
         self.out = Path(self.ln.output_dir)
+        self.heldout: list[dict] = []  # the held-out tasks (validate)
+        self.warm_keys: dict[str, list[str]] = {}  # RL row -> the overrides that key its warm start (note_stage)
 
     # ---------------------------------------------------------------- stages
-    def shared(self) -> list[str]:
-        """Overrides every stage gets: the model, the task suite, the env and ``learn.common``."""
+    def shared(self, model: str | None = None) -> list[str]:
+        """Overrides every stage gets: the model (``model``, else ``learn.model``), the task suite, the env
+        and ``learn.common``."""
         ln = self.ln
-        return [f"model={ln.model}", f"tasks={ln.tasks}", f"env={ln.env}", *as_overrides(ln.common)]
+        return [f"model={model or ln.model}", f"tasks={ln.tasks}", f"env={ln.env}", *as_overrides(ln.common)]
+
+    def rows(self) -> dict[str, dict]:
+        """The RL rows (``learn.rows`` without those set to null), in order: name -> the row's own settings."""
+        return {str(k): (v or {}) for k, v in self.ln.rows.items() if v is not None}
+
+    def models(self) -> list[str]:
+        """The comparison models (``learn.compare_models``), each once."""
+        return list(dict.fromkeys(map(str, self.ln.compare_models)))
 
     def sft_overrides(self, mode: str) -> list[str]:
         """Overrides of a comparison ``earthrl sft`` stage: the warm start's preset in ``mode``
@@ -68,16 +99,29 @@ class LearnRecipe:
         return [*self.shared(), f"sft={self.ln.warm_start}", f"sft.mode={mode}",
                 f"sft.output_dir={self.out / f'sft_{mode}'}"]
 
-    def grpo_overrides(self) -> list[str]:
-        """Overrides of the ``earthrl train`` stage: GRPO after the SFT warm start ``learn.warm_start``
-        (built once and cached by :mod:`earthrl.launch.warm_start`), output in ``<output_dir>/grpo``."""
-        return [*self.shared(), f"trainer.warm_start={self.ln.warm_start}", f"trainer.output_dir={self.out / 'grpo'}",
-                "trainer.resume=auto", *as_overrides(self.ln.grpo)]
+    def row_overrides(self, row: str) -> list[str]:
+        """Overrides of RL row ``row``'s ``earthrl train`` stage: from the SFT warm start ``learn.warm_start``
+        (built once and cached by :mod:`earthrl.launch.warm_start`), ``learn.grpo``'s settings, then the
+        row's own; output in ``<output_dir>/<row>``."""
+        return last_wins([*self.shared(), f"trainer.warm_start={self.ln.warm_start}",
+                          f"trainer.output_dir={self.out / row}", "trainer.resume=auto", *as_overrides(self.ln.grpo),
+                          *as_overrides(self.rows()[row])])
 
-    def eval_overrides(self, stage: str) -> list[str]:
-        """Overrides of an ``earthrl eval`` stage, without ``eval.checkpoint`` (output in ``<output_dir>/eval/<stage>``)."""
-        return [*self.shared(), f"tasks.split={self.ln.heldout_split}", f"eval.output_dir={self.out / 'eval' / stage}",
-                "eval.plots=false", *as_overrides(self.ln.eval)]
+    def modes(self) -> tuple[list[str], list[str]]:
+        """(the phrasings of the held-out table: ``learn.eval``'s ``eval.modes``, else ``earthrl eval``'s default;
+        those of the transfer table: ``learn.transfer_eval.modes``)."""
+        held = OmegaConf.select(self.ln.eval, "eval.modes", default=None)
+        held = OmegaConf.structured(EvalSettings).modes if held is None else held
+        return list(map(str, held)), list(map(str, self.ln.transfer_eval.modes))
+
+    def eval_overrides(self, stage: str, model: str | None = None) -> list[str]:
+        """Overrides of the ``earthrl eval`` stage ``stage``, without ``eval.checkpoint``: ``learn.eval``'s
+        settings, both tables' phrasings (:meth:`modes`), ``model`` for a comparison model; output in
+        ``<output_dir>/eval/<stage>``."""
+        held, transfer = self.modes()
+        return last_wins([*self.shared(model), f"tasks.split={self.ln.heldout_split}",
+                          f"eval.output_dir={self.out / 'eval' / stage}", "eval.plots=false",
+                          *as_overrides(self.ln.eval), *as_overrides({"eval": {"modes": [*held, *transfer]}})])
 
     def compare_modes(self) -> list[str]:
         """The SFT modes of the comparison other than the warm start's own (that one is the ``sft`` stage)."""
@@ -87,9 +131,38 @@ class LearnRecipe:
 
     def stage_jobs(self) -> dict[str, tuple[str, list[str]]]:
         """Every stage as ``(command, overrides)``, for checking them all before the first one starts
-        (the checkpoints that earlier stages write are left out)."""
-        jobs = {"eval base": ("eval", self.eval_overrides("base")), "grpo": ("train", self.grpo_overrides())}
+        (the evaluations of checkpoints that earlier stages write are left out)."""
+        jobs = {"eval base": ("eval", self.eval_overrides("base"))}
+        jobs |= {row: ("train", self.row_overrides(row)) for row in self.rows()}
+        jobs |= {f"eval {m}": ("eval", self.eval_overrides(m, model=m)) for m in self.models()}
         return jobs | {f"sft {m}": ("sft", self.sft_overrides(m)) for m in self.compare_modes()}
+
+    def note_stage(self, stage: str, command: str, stage_cfg: DictConfig) -> None:
+        """Record what an RL row's composed and validated config (``stage_cfg``, the Hydra app's choices still
+        current) gives its warm start; call for every stage of :meth:`stage_jobs`, then :meth:`check_rows`."""
+        if command == "train" and stage in self.rows():
+            self.warm_keys[stage] = keyed_overrides(stage_cfg, str(self.ln.warm_start))
+
+    def check_rows(self) -> None:
+        """Every RL row starts from the same SFT warm start (:meth:`note_stage` recorded them).
+
+        Raises:
+            ConfigError: one line naming the row, the setting that differs and the fix.
+        """
+        if not self.warm_keys:
+            return
+        (first, key), *others = self.warm_keys.items()
+        for row, other in others:
+            if other == key:
+                continue
+            theirs = next((o for o in other if o not in key), None)
+            if theirs is None:  # the row lacks a setting of the first one
+                theirs = next((f"{o.split('=', 1)[0]} unset" for o in key if o not in other), "another order")
+            name = theirs.split("=", 1)[0].removesuffix(" unset")
+            ours = next((o for o in key if o.split("=", 1)[0] == name), f"{name} unset")
+            raise ConfigError(f"learn.rows.{row}: its settings give another SFT warm start than row {first}'s "
+                              f"({theirs} instead of {ours}); every row starts from the same SFT checkpoint: give "
+                              "model, tasks and env settings in learn.grpo or learn.common, the same for all rows")
 
     @staticmethod
     def learn_keys(message: str) -> str:
@@ -132,14 +205,16 @@ class LearnRecipe:
             self.run_stage(f"SFT ({mode}, for the comparison)", "sft", self.sft_overrides(mode))
         return self.last_checkpoint(folder, "SFT")
 
-    def grpo(self) -> tuple[Path, Path]:
-        """The warm start and GRPO from it (resumes); returns (the SFT checkpoint, GRPO's final checkpoint)."""
-        self.run_stage("SFT warm start, then GRPO from it", "train", self.grpo_overrides())
-        folder = self.out / "grpo"
+    def train_row(self, row: str, first: bool) -> tuple[Path, Path]:
+        """RL row ``row`` from the SFT warm start (resumes; the ``first`` row builds the warm start when it is
+        not cached); returns (the SFT checkpoint it started from, its final checkpoint)."""
+        what = f"SFT warm start, then {row} from it" if first else f"{row} from the same SFT warm start"
+        self.run_stage(what, "train", self.row_overrides(row))
+        folder = self.out / row
         record = folder / "init_from.json"
         if not record.is_file():
-            raise RuntimeError(f"learn: {record} is missing: the GRPO stage did not start from an SFT checkpoint")
-        return Path(json.loads(record.read_text())["checkpoint"]), self.last_checkpoint(folder, "GRPO")
+            raise RuntimeError(f"learn: {record} is missing: row {row} did not start from an SFT checkpoint")
+        return Path(json.loads(record.read_text())["checkpoint"]), self.last_checkpoint(folder, row)
 
     @staticmethod
     def last_checkpoint(folder: Path, what: str) -> Path:
@@ -149,14 +224,23 @@ class LearnRecipe:
             raise RuntimeError(f"learn: {folder} has no checkpoint after {what}")
         return found[-1]
 
-    def evaluate(self, stage: str, checkpoint: Path | None) -> Path:
-        """Held-out evaluation of ``checkpoint`` (None: the base model); returns its folder."""
+    def evaluate(self, stage: str, checkpoint: Path | None, model: str | None = None) -> Path:
+        """Held-out evaluation of ``checkpoint`` (None: the model without adapter; ``model``: a comparison
+        model) in both tables' phrasings; returns its folder. An evaluation recorded for another checkpoint
+        of the same stage (a row that trained further since) starts over."""
+        folder = self.out / "eval" / stage
         extra = [f"eval.checkpoint={checkpoint}"] if checkpoint is not None else []
-        self.run_stage(f"held-out evaluation: {stage}", "eval", [*self.eval_overrides(stage), *extra])
-        return self.out / "eval" / stage
+        state = folder / "eval_config.json"
+        if checkpoint is not None and state.is_file():
+            before = json.loads(state.read_text()).get("checkpoint")
+            if before != str(checkpoint):
+                print(f"learn: {folder} was recorded for {before}; evaluating {checkpoint} from the start", flush=True)
+                extra.append("eval.resume=false")
+        self.run_stage(f"held-out evaluation: {stage}", "eval", [*self.eval_overrides(stage, model), *extra])
+        return folder
 
     def run(self) -> dict:
-        """Every stage, then the learning curve; returns the summary dict (``learning.json``)."""
+        """Every stage, then the tables; returns the summary dict (``learning.json``)."""
         self.validate()
         self.out.mkdir(parents=True, exist_ok=True)
         lifecycle.attach(self.out)
@@ -166,18 +250,29 @@ class LearnRecipe:
             f"source .venv/bin/activate)\ncd {shlex.quote(str(Path.cwd()))}\n"
             f"export EARTHRL_HOME={shlex.quote(str(earthrl_home().resolve()))}\n")
         evals = {"base": self.evaluate("base", None)}
-        sft_ckpt, grpo_ckpt = self.grpo()
-        evals["sft"] = self.evaluate("sft", sft_ckpt)
-        evals["grpo"] = self.evaluate("grpo", grpo_ckpt)
+        for i, row in enumerate(self.rows()):  # each row, then its evaluation (the first: the SFT's too)
+            start, last = self.train_row(row, first=i == 0)
+            if i == 0:
+                sft = start
+                evals["sft"] = self.evaluate("sft", start)
+            elif start != sft:
+                raise RuntimeError(f"learn: row {row} started from {start}, not from the SFT checkpoint of the "
+                                   f"other rows ({sft}); empty {self.out / row} and rerun")
+            evals[row] = self.evaluate(row, last)
+        models = self.models()
+        evals |= {m: self.evaluate(m, None, model=m) for m in models}
         for mode in self.compare_modes():
             evals[f"sft_{mode}"] = self.evaluate(f"sft_{mode}", self.sft(mode))
-        summary = summarise(evals, self.heldout, self.out / "grpo" / "metrics.jsonl", int(self.ln.bootstrap),
-                            int(self.cfg.seed))
+        held, transfer = self.modes()
+        summary = summarise(evals, self.heldout, {row: self.out / row / "metrics.jsonl" for row in self.rows()},
+                            int(self.ln.bootstrap), int(self.cfg.seed), models=models, modes=held,
+                            transfer_modes=transfer)
         write_summary(summary, self.out)
         return summary
 
     def validate(self) -> None:
-        """The held-out tasks and the data exist; the SFT modes are known.
+        """The rows and the comparison models are well named, the held-out tasks and the data exist, the
+        SFT modes are known.
 
         Raises:
             ConfigError: one line naming the field and the fix.
@@ -186,6 +281,22 @@ class LearnRecipe:
         ln = self.ln
         check_output_dir("learn.output_dir", ln.output_dir)
         preset_file(str(ln.warm_start), "learn.warm_start")
+        for name, value in ln.rows.items():
+            if not ROW_NAME.fullmatch(str(name)) or str(name) in RESERVED or str(name).startswith("sft_"):
+                raise ConfigError(f"learn.rows.{name}: a row name is a letter then letters, digits or _, and not "
+                                  f"{', '.join(RESERVED)} or sft_…; rename the row (e.g. learn.rows.my_row)")
+            if value is not None and not isinstance(value, DictConfig):
+                raise ConfigError(f"learn.rows.{name}={value} must be a group of `earthrl train` settings like "
+                                  "{algorithm: mefr_tap} ({} for learn.grpo's alone, null to leave the row out)")
+        if not self.rows():
+            raise ConfigError("learn.rows: every row is null; keep at least one RL row (e.g. learn.rows.grpo={})")
+        held, transfer = self.modes()
+        if set(held) & set(transfer):
+            raise ConfigError(f"learn.transfer_eval.modes={transfer} repeats a phrasing of the held-out table "
+                              f"(learn.eval.eval.modes={held}); give others (AP: the goal only, OW: the need and the data)")
+        clash = sorted(set(self.rows()) & set(self.models()))
+        if clash:
+            raise ConfigError(f"learn.compare_models: {clash[0]} is also a row of learn.rows; rename the row")
         group = CONF_DIR / "tasks" / f"{ln.tasks}.yaml"
         if not group.is_file():
             known = ", ".join(sorted(p.stem for p in group.parent.glob("*.yaml")))
@@ -193,103 +304,6 @@ class LearnRecipe:
         suite = OmegaConf.merge(OmegaConf.structured(TasksConfig), OmegaConf.load(group))  # the preset on the schema
         self.heldout = load_tasks(str(suite.name), str(ln.heldout_split), data_root(OmegaConf.create({"tasks": suite})),
                                   split_key="learn.heldout_split")
-
-
-def _stage_records(folder: Path, tasks_by_id: dict[str, dict]):
-    entries = [json.loads(line) for line in (folder / "trajectories.jsonl").read_text().splitlines() if line.strip()]
-    return [e for e in entries if e["task_id"] in tasks_by_id]
-
-
-def summarise(evals: dict[str, Path], tasks: list[dict], grpo_metrics: Path, n_resamples: int, seed: int) -> dict:
-    """The learning curve of the stages' evaluations.
-
-    Args:
-        evals: stage name → evaluation folder (its ``trajectories.jsonl``); ``base``, ``sft``, ``grpo``
-            and any ``sft_<mode>``.
-        tasks: the held-out TaskSpec dicts; those no stage evaluated are left out (a stage that misses
-            a task another evaluated counts it as failed, as ``earthrl eval`` does).
-        grpo_metrics: the GRPO run's ``metrics.jsonl`` (its reward curve).
-
-    Returns:
-        ``{"stages": {stage: {metric: {"value", "ci95", "n"}}}, "differences": {"sft-base"|"grpo-sft"|
-        "sft-sft_<mode>": {metric: paired_difference(...)}}, "reward_curve": [float], "n_tasks": int}``; a
-        difference "x-y" is stage x minus stage y ("sft-sft_oracle": the ``learn.warm_start`` SFT minus the
-        oracle-mode SFT of the comparison).
-    """
-    entries = {stage: _stage_records(folder, {t["id"]: t for t in tasks}) for stage, folder in evals.items()}
-    seen = {e["task_id"] for es in entries.values() for e in es}  # the tasks evaluated (eval.max_tasks)
-    tasks = [t for t in tasks if t["id"] in seen]
-    by_id = {t["id"]: t for t in tasks}
-    refs = references_of(tasks)
-    stages = {}
-    for stage, es in entries.items():
-        rep = build_report(es, by_id, n_resamples=n_resamples, seed=seed)
-        stages[stage] = {m: rep["metrics"][m] for m in CURVE_METRICS} | {"n": rep["n_trajectories"]}
-    records = {stage: episode_records(es, by_id) for stage, es in entries.items()}
-    diffs = {}
-    pairs = {"sft-base": ("base", "sft"), "grpo-sft": ("sft", "grpo")}
-    pairs |= {f"sft-{s}": (s, "sft") for s in evals if s.startswith("sft_")}  # masked SFT vs each compared mode
-    for name, (a, b) in pairs.items():
-        diffs[name] = {m: paired_difference(records[a], records[b], refs, m, n_resamples=n_resamples, seed=seed)
-                       for m in CURVE_METRICS}
-    curve = []
-    if grpo_metrics.is_file():
-        curve = [json.loads(line)["reward/mean"] for line in grpo_metrics.read_text().splitlines() if line.strip()]
-    return {"stages": stages, "differences": diffs, "reward_curve": curve, "n_tasks": len(tasks)}
-
-
-def _ci(m: dict, fmt: str) -> str:
-    lo, hi = m["ci95"]
-    return f"{fmt.format(m['value'])} [{fmt.format(lo)}, {fmt.format(hi)}]"
-
-
-FORMATS = {"accuracy": "{:.1%}", "eir": "{:.3f}", "avg_turns": "{:.2f}"}
-
-
-def to_markdown(summary: dict) -> str:
-    """The curve as Markdown: a stage table, the paired differences, the reward curve."""
-    lines = [f"# Learning curve ({summary['n_tasks']} held-out tasks)", "",
-             "| stage | trajectories | accuracy [95% CI] | EIR [95% CI] | turns [95% CI] |", "|---|---|---|---|---|"]
-    for stage, m in summary["stages"].items():
-        lines.append(f"| {stage} | {m['n']} | " + " | ".join(_ci(m[k], FORMATS[k]) for k in CURVE_METRICS) + " |")
-    lines += ["", "| difference (paired over tasks) | accuracy [95% CI] | EIR [95% CI] | turns [95% CI] |",
-              "|---|---|---|---|"]
-    for name, d in summary["differences"].items():
-        cells = [_ci({"value": d[k]["diff"], "ci95": d[k]["ci95"]}, "{:+.3f}") for k in CURVE_METRICS]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    curve = " → ".join(f"{r:.3f}" for r in summary["reward_curve"]) or "(no GRPO steps)"
-    lines += ["", f"GRPO reward curve (mean reward per step): {curve}", ""]
-    return "\n".join(lines)
-
-
-def write_summary(summary: dict, out: Path) -> None:
-    """``learning.json``, ``learning.md`` and ``learning.png`` (accuracy and EIR per stage with their
-    intervals, and the reward curve) in ``out``; prints the Markdown."""
-    import matplotlib  # lazy: plotting only at the end of a recipe
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # lazy: see above
-
-    (out / "learning.json").write_text(json.dumps(summary, indent=2))
-    md = to_markdown(summary)
-    (out / "learning.md").write_text(md)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-    names = list(summary["stages"])
-    for ax, key in zip(axes[:2], ("accuracy", "eir")):
-        vals = [summary["stages"][s][key] for s in names]
-        centre = [v["value"] for v in vals]
-        err = [[c - v["ci95"][0] for c, v in zip(centre, vals)], [v["ci95"][1] - c for c, v in zip(centre, vals)]]
-        ax.bar(names, centre, yerr=err, capsize=4)
-        ax.set_title(f"held-out {key} (95% CI)")
-        ax.tick_params(axis="x", rotation=30)
-    axes[2].plot(range(1, len(summary["reward_curve"]) + 1), summary["reward_curve"], marker="o")
-    axes[2].set_title("GRPO mean reward per step")
-    axes[2].set_xlabel("step")
-    fig.tight_layout()
-    fig.savefig(out / "learning.png", dpi=100)
-    plt.close(fig)
-    print(md)
-    print(f"learning curve: {out / 'learning.md'} | {out / 'learning.json'} | {out / 'learning.png'}")
 
 
 def run(cfg: DictConfig) -> dict:

@@ -155,9 +155,12 @@ def validate_job(cfg, command: str) -> None:
         recipe.validate()
         for stage, (name, overrides) in recipe.stage_jobs().items():  # every stage's own checks, up front
             try:
-                validate_job(compose_job(CONFIG_NAMES[name], overrides), name)
+                stage_cfg = compose_job(CONFIG_NAMES[name], overrides)
+                validate_job(stage_cfg, name)
+                recipe.note_stage(stage, name, stage_cfg)
             except ConfigError as exc:
                 raise ConfigError(f"learn stage '{stage}' (earthrl {name}): {recipe.learn_keys(str(exc))}") from None
+        recipe.check_rows()  # every RL row from the same SFT warm start
     else:
         from earthrl.launch.eval import EvalJob  # lazy: rollout runtime, envs and scipy; CLI startup stays fast
 

@@ -73,9 +73,15 @@ def cache_key(cfg: DictConfig, preset: str) -> str:
         ConfigError: ``trainer.warm_start`` names no ``conf/sft`` preset (lists them).
     """
     file = preset_file(preset, "trainer.warm_start")
-    keyed = [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
     dtype = job_dtype(cfg)[0]  # on cluster.device's device
+    keyed = keyed_overrides(cfg, preset)
     return hashlib.sha256("\n".join([file.read_text(), *keyed, f"dtype={dtype}"]).encode()).hexdigest()
+
+
+def keyed_overrides(cfg: DictConfig, preset: str) -> list[str]:
+    """The overrides of the warm start's ``earthrl sft`` command that change its result (what :func:`cache_key`
+    hashes beside the preset's text and the dtype): :func:`sft_overrides` without ``cluster.*`` and the folder."""
+    return [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
 
 
 def warm_start_folder(cfg: DictConfig, preset: str) -> Path:

