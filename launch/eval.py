@@ -30,6 +30,24 @@ from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import RolloutRuntime
 
 
+RETRIED_FAILURES = ("engine_failure",)
+"""Trajectory failures a resumed evaluation runs again: the rollout engine failed (a dead or overloaded engine
+process), which says nothing about the model or the task (:data:`earthrl.rollout.trajectory.FAILURE_KINDS`)."""
+
+
+def keep_on_resume(entries: list[dict]) -> tuple[list[dict], int]:
+    """The recorded ``trajectories.jsonl`` entries a resumed evaluation keeps: every (task, mode) pair's entries,
+    except pairs with a trajectory that ended in one of :data:`RETRIED_FAILURES` (all samples of such a pair run
+    again, so a pair's samples come from one run).
+
+    Returns:
+        (kept entries in their order, number of (task, mode) pairs dropped to run again).
+    """
+    again = {(e["task_id"], e["mode"]) for e in entries
+             if (e["trajectory"] or {}).get("failure") in RETRIED_FAILURES}
+    return [e for e in entries if (e["task_id"], e["mode"]) not in again], len(again)
+
+
 def read_trajectories(path: Path) -> list[dict]:
     """Lines of a ``trajectories.jsonl``; a torn last line (interrupted write) is dropped.
 
@@ -193,6 +211,9 @@ class EvalJob:
         from tqdm import tqdm
 
         kept = read_trajectories(traj_path) if traj_path.exists() and self.ev.resume else []
+        kept, again = keep_on_resume(kept)
+        if again:
+            print(f"eval: {again} (task, mode) pairs whose rollout engine failed run again", flush=True)
         if traj_path.exists():  # rewrite without a torn last line (or empty when not resuming)
             traj_path.write_text("".join(json.dumps(e) + "\n" for e in kept))
         done = {(e["task_id"], e["mode"]) for e in kept}

@@ -148,3 +148,18 @@ def test_invalid_unicode_and_sweeps_stop_before_ray_with_one_line(tmp_path, tiny
     assert proc.stderr == ("earthrl: error: job model=tiny-llama algorithm.lr=-1: algorithm.lr=-1 must be greater "
                            "than 0\n")
     assert list(work.iterdir()) == []
+
+
+def test_a_resumed_eval_runs_again_the_pairs_whose_engine_failed():
+    from earthrl.launch.eval import keep_on_resume
+
+    def entry(task, mode, sample, failure):
+        return {"task_id": task, "mode": mode, "sample": sample, "trajectory": {"failure": failure}}
+
+    entries = [entry("a", "IF", 0, None), entry("a", "IF", 1, "engine_failure"),  # both samples of (a, IF) rerun
+               entry("a", "AP", 0, None), entry("b", "IF", 0, "env_failure"),  # an env failure is the task's record
+               entry("c", "IF", 0, "engine_failure")]
+    kept, again = keep_on_resume(entries)
+    assert [(e["task_id"], e["mode"], e["sample"]) for e in kept] == [("a", "AP", 0), ("b", "IF", 0)]
+    assert again == 2
+    assert keep_on_resume(entries[2:4]) == (entries[2:4], 0)
