@@ -90,7 +90,7 @@ def compose_job(name: str, overrides: list[str]):
 def check_overrides(argv: list[str], config_name: str = "train") -> None:
     """Compose the command's config (``conf/config.yaml`` for train, ``conf/eval.yaml`` for eval)
     with ``argv``'s overrides and run the job's whole validation
-    (:meth:`earthrl.launch.train.LocalGRPORecipe.validate` / :meth:`earthrl.launch.eval.EvalJob.validate`:
+    (:func:`earthrl.launch.train_inputs.prepare_train` / :meth:`earthrl.launch.eval.EvalJob.validate`:
     config values, model, data, tasks) — for a sweep (``-m``), for every job of the sweep, so that
     no job starts before all are known good. Hydra's other flags (``--help``, ``--cfg``, …) are left
     to Hydra, as are ``hydra.…``/``hydra/…`` overrides.
@@ -140,10 +140,10 @@ def validate_job(cfg, command: str) -> None:
         ConfigError: the first problem, one line.
     """
     if command == "train":
-        # lazy: torch and verl at import, only to check train overrides
-        from earthrl.launch.train import LocalGRPORecipe
+        # lazy: torch at import, only to check train overrides
+        from earthrl.launch.train_inputs import prepare_train
 
-        LocalGRPORecipe(cfg).validate()
+        prepare_train(cfg)
     elif command == "sft":
         from earthrl.launch.sft import SFTRecipe  # lazy: torch at import, only to check sft overrides
 

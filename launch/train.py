@@ -4,8 +4,9 @@ The recipe's skeleton is ``setup → train → export → cleanup``; one step of
 per stage: rollout (``rollout/runtime.py``) → score (``rewards/scoring.py``) → advantages
 (``algorithms/estimators.py``) → update (``algorithms/learner.py``) → push weights → log
 (``launch/step_batch.py`` on ``rollout/run_logger.py``) → held-out evaluation when due
-(``launch/heldout.py``) → checkpoint (``models/checkpoint.py``). :meth:`LocalGRPORecipe.validate` returns the
-job's :class:`TrainInputs`; the sampling stage returns a :class:`~earthrl.launch.step_batch.StepBatch` that the
+(``launch/heldout.py``) → checkpoint (``models/checkpoint.py``). The job's checks run before the recipe is
+built (:func:`~earthrl.launch.train_inputs.prepare_train`, ``launch/train_inputs.py``): the recipe takes the
+resolved :class:`~earthrl.launch.train_inputs.TrainInputs`; the sampling stage returns a :class:`~earthrl.launch.step_batch.StepBatch` that the
 update and log stages take. Everything is configured by
 Hydra (``conf/``); see docs/training.md for overrides and sweeps.
 """
@@ -16,44 +17,28 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from tqdm import tqdm
 
 from earthrl.algorithms.estimators import token_advantages
 from earthrl.algorithms.group_filter import outcome_groups
 from earthrl.algorithms.learner import Learner, LearnerConfig, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
-from earthrl.algorithms.spec import AlgorithmSpec
-from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
-from earthrl.envs.paths import model_dir
 from earthrl.launch import lifecycle
-from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.heldout import HeldoutEval
-from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
-from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
-from earthrl.launch.machine_size import resolve_auto_sizes
+from earthrl.launch.job_inputs import start_run_folder
 from earthrl.launch.step_batch import StepBatch, dump_rollouts, step_metrics
+from earthrl.launch.train_inputs import TrainInputs, prepare_train, with_warm_start
 from earthrl.launch.verl_config import verl_job
-from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
-from earthrl.models.checkpoint import (
-    check_init_checkpoint,
-    checkpoint_step,
-    list_checkpoints,
-    load_adapter_weights,
-    load_checkpoint,
-    resolve_resume,
-    save_checkpoint,
-)
+from earthrl.models.checkpoint import list_checkpoints, load_adapter_weights, load_checkpoint, save_checkpoint
 from earthrl.models.export import export_merged
-from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import FailureGuard, fault_counts
@@ -61,43 +46,11 @@ from earthrl.rollout.run_logger import RunLogger, format_step, log_internal_erro
 from earthrl.rollout.runtime import RolloutRuntime
 
 
-@dataclass(frozen=True)
-class TrainInputs:
-    """What :meth:`LocalGRPORecipe.validate` resolved and checked for one ``earthrl train`` job (nothing was
-    written or started to get it)."""
-
-    model_path: Path  # the model folder (a backend=verl dry run's may not exist yet: verl_dry_run_path)
-    data_root: Path  # the data folder of tasks.data
-    spec: AlgorithmSpec  # the algorithm group's names resolved (reward, turn reward, estimator, policy loss)
-    tasks: list[dict]  # the tasks.split tasks, in suite order
-    heldout_tasks: list[dict]  # the first trainer.heldout.max_tasks of trainer.heldout.split; [] when .every is 0
-    output_dir: Path  # the run folder, trainer.output_dir
-    lora: dict  # the adapter's settings: model.lora overridden by algorithm.lora (merge_lora)
-    device: str  # "cpu" or "cuda": cluster.device resolved on this machine (learner and engine)
-    device_why: str  # why, for the start-up line
-    dtype: str  # the compute dtype model.dtype resolves to on this device (learner and engine)
-    dtype_why: str  # why, for the start-up line
-    resume_from: Path | None  # the checkpoint trainer.resume picked
-    init_from: Path | None  # the checked trainer.init_from checkpoint, whose adapter starts the run
-    warm_start: str | None  # the conf/sft preset whose (cached) SFT checkpoint starts the run, built at setup;
-    #                         None when unset or ignored (beside trainer.init_from or a resume)
-    memory: HostBudget | None  # the vLLM engine's host-memory plan on a CPU; None: another engine, a GPU, verl
-    sized: tuple[str, ...]  # one line per `auto` size resolved (printed at setup)
-
-    def finished_step(self, steps: int) -> int | None:
-        """The step of :attr:`resume_from` when it already reached ``steps`` (``trainer.steps``: the run is
-        finished, nothing to train), else None."""
-        if self.resume_from is None:
-            return None
-        step = checkpoint_step(self.resume_from)
-        return step if step >= steps else None
-
-
 class LocalGRPORecipe:
     """GRPO with a LoRA policy on one machine: Ray local cluster, HF engine actor, EnvPool actors.
 
-    ``validate()`` returns the job's :class:`TrainInputs`; ``setup(inputs)`` starts everything from them;
-    ``train()`` runs the steps.
+    ``setup(inputs)`` starts everything from the job's checked :class:`TrainInputs`
+    (:func:`~earthrl.launch.train_inputs.prepare_train`); ``train()`` runs the steps.
 
     Args:
         cfg: the composed Hydra config (see ``conf/config.yaml``).
@@ -105,8 +58,7 @@ class LocalGRPORecipe:
 
     def __init__(self, cfg: DictConfig) -> None:
         self.cfg = cfg
-        self.inputs: TrainInputs | None = None  # what validate() returned, given to setup()
-        self.adapter_from: Path | None = None  # the checkpoint whose adapter started the run (init_from.json)
+        self.inputs: TrainInputs | None = None  # what setup() was given
         self.config_dict: dict | None = None  # the resolved config (config.yaml; the loggers and checkpoints record it)
         self.guard: FailureGuard | None = None
         self.runtime: RolloutRuntime | None = None
@@ -118,115 +70,22 @@ class LocalGRPORecipe:
         self.start_step = 0  # the first step to train: a resumed checkpoint's step, else 0
 
     # ------------------------------------------------------------------ setup
-    def validate(self) -> TrainInputs:
-        """Check everything that can be checked before anything is written; returns what it resolved.
-
-        Nothing is written or started. ``cfg`` itself changes in one way: an ``auto`` among
-        ``trainer.warm_start`` / ``trainer.steps`` is replaced by its value for this machine
-        (:func:`resolve_auto_sizes`), the value the run folder's config.yaml and the warm start record.
-
-        Raises:
-            ConfigError: with one line naming the field and the fix.
-        """
-        cfg = self.cfg
-        sized = resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
-        check_job_config(cfg, "train")
-        device, device_why = job_device(cfg)
-        dtype, dtype_why = job_dtype(cfg, device)
-        model = self.verl_dry_run_path() or model_path(cfg)
-        root = data_root(cfg)
-        spec = self.algorithm_spec()
-        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root)
-        ho = cfg.trainer.heldout
-        heldout = []
-        if int(ho.every) > 0:
-            heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split")[: int(ho.max_tasks)]
-        output_dir = Path(cfg.trainer.output_dir)
-        if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(output_dir):
-            raise ConfigError(f"trainer.output_dir={output_dir} already holds a run (checkpoints/ or metrics.jsonl): "
-                              "continue it with trainer.resume=auto, or choose another (or an empty) trainer.output_dir")
-        try:
-            resume_from = resolve_resume(str(cfg.trainer.resume), output_dir / "checkpoints")
-        except FileNotFoundError as exc:
-            raise ConfigError(str(exc)) from exc
-        lora = merge_lora(to_settings(cfg.model.lora), to_settings(cfg.algorithm.lora))
-        init_from = None
-        if cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
-            try:
-                init_from = check_init_checkpoint(Path(cfg.trainer.init_from), lora)
-            except (FileNotFoundError, ValueError) as exc:
-                raise ConfigError(f"trainer.init_from={cfg.trainer.init_from}: {exc}") from None
-        # the vLLM engine's host-memory plan on CPU, checked before the warm start
-        memory = job_budget(cfg, model, train_rows(cfg), learner=True) if str(cfg.backend) != "verl" else None
-        warm_start = None
-        preset = cfg.trainer.get("warm_start")
-        if preset and init_from is None and resume_from is None:
-            warm_start_folder(cfg, str(preset))  # the preset exists
-            warm_start = str(preset)
-        return TrainInputs(model_path=model, data_root=root, spec=spec, tasks=tasks, heldout_tasks=heldout,
-                           output_dir=output_dir, lora=lora, device=device, device_why=device_why, dtype=dtype,
-                           dtype_why=dtype_why, resume_from=resume_from,
-                           init_from=init_from, warm_start=warm_start, memory=memory, sized=tuple(sized))
-
-    def verl_dry_run_path(self) -> Path | None:
-        """``model.path`` of a ``backend=verl`` dry run whose path does not exist yet (not downloaded) but
-        whose ``model.arch`` gives the memory estimate (conf/model/qwen3-4b.yaml); with no ``model.path``,
-        ``$EARTHRL_HOME/models/<model.name>`` when it holds no model (:func:`~earthrl.launch.verl_config.job_arch`
-        says so). None otherwise: an
-        existing path (a folder, empty or not, or a file) is checked as usual."""
-        cfg = self.cfg
-        if str(cfg.backend) != "verl" or not bool(cfg.trainer.verl_dry_run) or not cfg.model.get("arch"):
-            return None
-        if not cfg.model.path:
-            stand_in = model_dir(str(cfg.model.name))
-            return None if (stand_in / "config.json").is_file() else stand_in  # job_arch says so
-        return None if Path(cfg.model.path).expanduser().exists() else Path(cfg.model.path)
-
-    def algorithm_spec(self) -> AlgorithmSpec:
-        """The recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec`, built from the ``algorithm`` group,
-        with every name resolved through it (reward, turn reward, estimator, policy loss, action format).
-
-        Raises:
-            ConfigError: an unknown name (with the registered ones) or a bad key, naming the field.
-        """
-        try:
-            spec = AlgorithmSpec.from_config(OmegaConf.to_container(self.cfg.algorithm, resolve=True))
-            spec.check(str(self.cfg.env.action_format))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        return spec
-
     def setup(self, inputs: TrainInputs) -> None:
-        """Start Ray, the engine and env actors, the policy and optimizer from what :meth:`validate`
-        returned; resume if asked."""
+        """Start the run folder, Ray, the engine and env actors, the policy and optimizer from ``inputs``
+        (:func:`~earthrl.launch.train_inputs.prepare_train`, warm start built); resume if asked."""
         cfg = self.cfg
         self.inputs = inputs
         self.guard = FailureGuard(int(cfg.trainer.max_consecutive_failures))  # checked before anything starts
-        for line in inputs.sized:
-            print(line, flush=True)
-        if cfg.trainer.get("warm_start") and not inputs.warm_start:
-            why = "trainer.init_from is set" if inputs.init_from is not None else f"resuming from {inputs.resume_from}"
-            print(f"trainer.warm_start={cfg.trainer.warm_start} ignored: {why}", flush=True)
-        self.adapter_from = inputs.init_from
-        if inputs.warm_start:  # SFT first (once per setting, cached), then GRPO from its adapter
-            self.adapter_from = check_init_checkpoint(ensure_warm_start(cfg, inputs.warm_start), inputs.lora)
         out = inputs.output_dir
         self.config_dict = start_run_folder(cfg, out)
         lifecycle.attach(out)  # stops what a killed run left here; records this run's processes
-        if self.adapter_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
+        if inputs.init_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
             (out / "init_from.json").write_text(json.dumps(
-                {"checkpoint": str(self.adapter_from), "warm_start": inputs.warm_start}, indent=2))
+                {"checkpoint": str(inputs.init_from), "warm_start": inputs.warm_start}, indent=2))
         shutil.rmtree(out / "workspaces", ignore_errors=True)  # what a killed run's episodes left
-
-        if inputs.memory is not None:
-            print(inputs.memory.line(), flush=True)
-        print(f"cluster.device={cfg.cluster.device} -> {inputs.device} ({inputs.device_why}); learner and engine",
-              flush=True)
-        self.runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
-                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
-                                      device=inputs.device)
+        self.runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, out / "workspaces",
+                                      inputs.lora, kv_cache_gib=inputs.kv_cache_gib, device=inputs.device)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
-        print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why}); learner and engine", flush=True)
         self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
                              gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device)
         alg = cfg.algorithm
@@ -239,9 +98,9 @@ class LocalGRPORecipe:
         if inputs.resume_from is not None:
             self.start_step = load_checkpoint(inputs.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {inputs.resume_from} (step {self.start_step})", flush=True)
-        elif self.adapter_from is not None:
-            load_adapter_weights(self.adapter_from, self.policy.model)
-            print(f"initialised the adapter from {self.adapter_from}", flush=True)
+        elif inputs.init_from is not None:
+            load_adapter_weights(inputs.init_from, self.policy.model)
+            print(f"initialised the adapter from {inputs.init_from}", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
             truncate_logs(out, self.start_step)  # steps after the checkpoint are redone
         self.runtime.push_lora(self.policy.adapter_state_dict())
@@ -400,24 +259,28 @@ def export_run(output_dir: Path) -> Path | None:
 def run_verl_backend(cfg: DictConfig) -> list[dict]:
     """``backend=verl``: the local recipe's checks, then :func:`earthrl.launch.verl_config.verl_job`
     (verl config, memory estimate, dataset, verl's trainer on GPUs). Returns [] (verl logs its own steps)."""
-    inputs = LocalGRPORecipe(cfg).validate()
+    inputs = prepare_train(cfg)
     verl_job(cfg, model_path=inputs.model_path, data_root=inputs.data_root, tasks=inputs.tasks,
              heldout=inputs.heldout_tasks)
     return []
 
 
 def run(cfg: DictConfig) -> list[dict]:
-    """Validate, set up, train, export and clean up; prints a summary. Returns per-step metrics."""
+    """Check (:func:`~earthrl.launch.train_inputs.prepare_train`), build the warm start, set up, train, export
+    and clean up; prints a summary. Returns per-step metrics."""
     if str(cfg.backend) == "verl":
         return run_verl_backend(cfg)
-    recipe = LocalGRPORecipe(cfg)
-    inputs = recipe.validate()
+    inputs = prepare_train(cfg)
     if inputs.finished_step(int(cfg.trainer.steps)) is not None:  # a finished run resumed: start no Ray, engine or model
         print(f"trainer.output_dir={inputs.output_dir} is finished: its checkpoint {inputs.resume_from.name} "
               f"reached trainer.steps={cfg.trainer.steps}; nothing to train (raise trainer.steps to go on)")
         if cfg.trainer.export and not (inputs.output_dir / "export").is_dir():
             print(f"exported model: {export_run(inputs.output_dir)}")
         return []
+    for line in inputs.notes:
+        print(line, flush=True)
+    inputs = with_warm_start(cfg, inputs)  # SFT first (once per setting, cached), then GRPO from its adapter
+    recipe = LocalGRPORecipe(cfg)
     try:
         recipe.setup(inputs)
         history = recipe.train()

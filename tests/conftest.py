@@ -39,7 +39,7 @@ def require_vllm() -> None:
         msg = "no Python with vLLM: run `make vllm` (make test builds it)"
         if os.environ.get("EARTHRL_REQUIRE_VLLM") == "1":
             pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
+        pytest.skip(reason=msg)
 
 
 class _Method:

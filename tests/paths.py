@@ -8,5 +8,6 @@ EARTHBENCH = Path(os.environ.get("EARTHRL_EARTHBENCH") or Path(__file__).resolve
 
 # Earth-Bench's files carry no licence, so the repository never ships them: where they are not
 # beside the project (or named by $EARTHRL_EARTHBENCH), the tests that read them cannot run.
-EARTHBENCH_MISSING = (f"Earth-Bench files not found at {EARTHBENCH}: they are not redistributable; "
-                      "set EARTHRL_EARTHBENCH to the folder with question.json")
+EARTHBENCH_MISSING = (f"needs Earth-Bench's question.json and extracted_tool_calls_GT.json, not found at {EARTHBENCH} "
+                      "(not redistributable, so not in the repository): get them from the Earth-Agent release of "
+                      "Earth-Bench and set EARTHRL_EARTHBENCH to their folder (or put it at ../shared/earthbench)")

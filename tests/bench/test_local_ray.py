@@ -31,7 +31,9 @@ MAX_NICE = 19  # niceness stops there: a driver at 19 cannot tell its workers' i
 
 def _need_room(driver_nice: int) -> None:
     if driver_nice >= MAX_NICE:
-        pytest.skip(f"the driver would run at nice {MAX_NICE}: no room to tell the workers' niceness apart")
+        pytest.skip(reason=f"needs the Ray driver below nice {MAX_NICE} (here it would run at "
+                           f"{min(driver_nice, MAX_NICE)}, where the workers' niceness cannot be told apart): run "
+                           "pytest at a lower niceness (not under `nice -n 15` or more)")
 
 
 @pytest.mark.parametrize("extra_nice", [0, 4])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NoReturn
 
 import pytest
 
@@ -90,4 +90,17 @@ def skip_or_fail_without_bwrap(backend: str) -> None:
     if os.geteuid() == 0:
         pytest.fail("bubblewrap cannot run although make installs it as root: `apt-get install bubblewrap`, "
                     "then `earthrl doctor`", pytrace=False)
-    pytest.skip("not root and bubblewrap cannot run: ask the admin for `apt-get install bubblewrap`")
+    pytest.skip(reason="needs bubblewrap, which cannot run here (not root): ask the admin for "
+                       "`apt-get install bubblewrap`, then `earthrl doctor`")
+
+
+def skip_without(what: str, check) -> NoReturn:
+    """Skip a test that needs a kernel feature this machine lacks; the reason names the feature and the fix
+    ``earthrl doctor`` gives for it.
+
+    Args:
+        what: the feature, e.g. ``"a writable pids cgroup"``.
+        check: the doctor check of the feature (:func:`earthrl.launch.doctor.check_cgroups`, ...), called here.
+    """
+    found = check()
+    pytest.skip(reason=f"needs {what}: {found.fix} (`earthrl doctor` reports {found.name})")

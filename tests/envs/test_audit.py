@@ -144,7 +144,7 @@ def test_earthbench_runs_what_maps_on_synthesized_rasters(tmp_path, data_root):
     """Question 2 (compute_tvdi, then calculate_threshold_ratio > 0.75) on synthesized rasters with
     Earth-Bench's file names; question 4's files are absent; question 1 uses unmapped tools."""
     if not (EB / "question.json").is_file():
-        pytest.skip(EARTHBENCH_MISSING)
+        pytest.skip(reason=EARTHBENCH_MISSING)
     rng = np.random.default_rng(0)
     ndvi = rng.uniform(0.05, 0.85, (40, 40))
     lst = 320 - 25 * ndvi + rng.uniform(-8, 8, ndvi.shape)

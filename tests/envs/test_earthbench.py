@@ -22,7 +22,7 @@ from tests.paths import EARTHBENCH_MISSING
 @pytest.fixture(scope="module")
 def eb() -> Path:
     if not (EB / "question.json").is_file():
-        pytest.skip(EARTHBENCH_MISSING)
+        pytest.skip(reason=EARTHBENCH_MISSING)
     return EB
 
 

@@ -90,7 +90,7 @@ def test_mapping_table():
 def test_mock_accepts_the_earthbench_reference_calls(data_root, tmp_path):
     gt = EARTHBENCH / "extracted_tool_calls_GT.json"
     if not gt.exists():
-        pytest.skip(EARTHBENCH_MISSING)
+        pytest.skip(reason=EARTHBENCH_MISSING)
     env = _env(data_root, tmp_path, data=())
     outcome, hallucinated = Counter(), Counter()
     for entry in json.loads(gt.read_text()):

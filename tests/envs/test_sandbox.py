@@ -15,7 +15,8 @@ import pytest
 
 from earthrl.envs.sandbox.parent import RESTART_NOTE, Sandbox, SandboxLimits, isolation_prefix
 from earthrl.envs.sandbox.procs import descendants
-from tests.envs.sandbox_kit import LIMITS, Handler, assert_serving, make_sandbox  # noqa: F401
+from earthrl.launch.doctor import check_cgroups, check_userns
+from tests.envs.sandbox_kit import LIMITS, Handler, assert_serving, make_sandbox, skip_without  # noqa: F401
 
 
 def test_variables_functions_and_imports_persist(make_sandbox):
@@ -31,7 +32,7 @@ def test_network_namespace_blocks_even_without_the_audit_hook():
     cannot reach a port that is open in the parent."""
     prefix = isolation_prefix()
     if not prefix:
-        pytest.skip("unshare (network namespaces) is not available on this machine")
+        skip_without("unshare's user and network namespaces", check_userns)
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
@@ -257,7 +258,7 @@ def test_process_count_is_bounded_even_for_threads(make_sandbox):
     sb = make_sandbox(limits=SandboxLimits(wall_s=10, memory_mb=1024, max_processes=12))
     sb.start()
     if os.geteuid() == 0 and not sb.isolation["pids_cgroup"]:
-        pytest.skip("root without a writable pids cgroup: RLIMIT_NPROC is not enforced")
+        skip_without("a writable pids cgroup (as root RLIMIT_NPROC is not enforced)", check_cgroups)
     base = sb._cgroup.pids_current() if sb.isolation["pids_cgroup"] else 1  # bwrap init + python
     res = sb.exec("import threading, time\nthreading.stack_size(65536)\nn = 0\ntry:\n"
                   "    for _ in range(500):\n"
@@ -298,7 +299,7 @@ def test_stale_cgroups_of_dead_processes_are_removed():
 
     root = pids_controller_root()
     if root is None:
-        pytest.skip("no writable pids cgroup on this machine")
+        skip_without("a writable pids cgroup", check_cgroups)
     dead_pid = int(open("/proc/sys/kernel/pid_max").read()) + 1  # can never be alive
     stale = root / f"earthrl_sandbox_{dead_pid}_0"
     stale.mkdir()

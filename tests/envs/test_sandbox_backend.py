@@ -7,7 +7,8 @@ import pytest
 
 import earthrl.envs.sandbox.parent as sandbox_mod
 from earthrl.envs.sandbox.parent import Sandbox, SandboxUnavailable, sandbox_backend
-from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving, skip_or_fail_without_bwrap
+from earthrl.launch.doctor import check_landlock, check_userns
+from tests.envs.sandbox_kit import BYPASS, LIMITS, assert_serving, skip_or_fail_without_bwrap, skip_without
 
 
 @pytest.fixture
@@ -31,11 +32,11 @@ def test_this_machine_uses_bubblewrap_with_seccomp(tmp_path):
 
 def test_kernel_layers_when_bubblewrap_cannot_run_and_allow_weaker(no_bwrap, tmp_path):
     if not sandbox_mod.isolation_prefix():
-        pytest.skip("unshare namespaces are not available here")
+        skip_without("unshare's user and network namespaces", check_userns)
     with Sandbox(tmp_path / "ws", LIMITS, allow_weaker=True) as sb:
         assert_serving(sb)
         if not sb.isolation["landlock"]:
-            pytest.skip("Landlock is not available on this kernel")
+            skip_without("the Landlock LSM", check_landlock)
         iso = sb.isolation
         res = sb.exec(BYPASS + f"open({str(tmp_path / 'escape')!r}, 'w')")
     assert iso["backend"] == "kernel" and not iso["bwrap"] and iso["netns"]

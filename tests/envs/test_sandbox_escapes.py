@@ -16,7 +16,16 @@ import uuid
 import pytest
 
 from earthrl.envs.sandbox.parent import SandboxLimits
-from tests.envs.sandbox_kit import HOOK, Handler, assert_serving, make_sandbox, run, skip_or_fail_without_bwrap  # noqa: F401
+from earthrl.launch.doctor import check_cgroups
+from tests.envs.sandbox_kit import (  # noqa: F401
+    HOOK,
+    Handler,
+    assert_serving,
+    make_sandbox,
+    run,
+    skip_or_fail_without_bwrap,
+    skip_without,
+)
 
 SIGSYS_KILL = "forbidden system call and the interpreter was killed (killed by SIGSYS)"
 
@@ -143,7 +152,7 @@ def test_fork_bomb(make_sandbox, hook):
     sb = make_sandbox(limits=SandboxLimits(wall_s=10, memory_mb=1024, max_processes=16))
     sb.start()
     if not hook and not sb.isolation["pids_cgroup"]:
-        pytest.skip("no writable pids cgroup: nothing bounds a root fork bomb without the hook")
+        skip_without("a writable pids cgroup (nothing else bounds a root fork bomb without the hook)", check_cgroups)
     res = run(sb, "import os\nwhile True:\n    os.fork()", hook)
     refused(res, hook, "starting processes is not allowed (os.fork)", "code_error",
             "BlockingIOError: [Errno 11]")

@@ -28,7 +28,7 @@ ORDER = ("tool_any_order", "tool_in_order", "tool_exact_match", "parameter", "ef
 @pytest.fixture(scope="module")
 def eb() -> Path:
     if not (EB / "question.json").is_file():
-        pytest.skip(EARTHBENCH_MISSING)
+        pytest.skip(reason=EARTHBENCH_MISSING)
     return EB
 
 

@@ -66,7 +66,7 @@ def test_empty_prediction_and_empty_reference():
 def test_every_question_matches_earth_agents_own_scores(run):
     """Per-question values equal those in Earth-Agent's step_by_step / end_to_end files."""
     if not EB.is_dir():
-        pytest.skip(EARTHBENCH_MISSING)
+        pytest.skip(reason=EARTHBENCH_MISSING)
     from earthrl.envs.benchmarks.earthbench import load_reference_file
 
     refs = load_reference_file(EB)

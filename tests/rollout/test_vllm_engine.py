@@ -272,7 +272,8 @@ def test_a_python_without_vllm_fails_at_start_saying_why(tiny_model):
     import sys
 
     if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("needs a Python without vLLM to start the engine with; this main environment has vLLM "
-                    "(the gpu extra, GPU machines only), so the CPU layout it tests (.venv-vllm apart) is not here")
+        pytest.skip(reason="needs a main Python without vLLM (the CPU layout: `make install`, vLLM only in "
+                           ".venv-vllm from `make vllm`); this environment has vLLM (the gpu extra, GPU machines), so "
+                           "run it in a CPU install")
     with pytest.raises(EngineUnavailable, match="failed to start: ModuleNotFoundError: No module named 'vllm'"):
         VLLMEngine(str(tiny_model), stop_ids=[2], python=sys.executable)
