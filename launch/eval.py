@@ -29,7 +29,6 @@ from earthrl.rewards.metrics.report import build_earthbench_report, build_report
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import RolloutRuntime
 
-
 RETRIED_FAILURES = ("engine_failure",)
 """Trajectory failures a resumed evaluation runs again: the rollout engine failed (a dead or overloaded engine
 process), which says nothing about the model or the task (:data:`earthrl.rollout.trajectory.FAILURE_KINDS`)."""
