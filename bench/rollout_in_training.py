@@ -35,6 +35,15 @@ from pathlib import Path
 from earthrl.bench.engine_speed import TEMPERATURE, measure_generate
 from earthrl.bench.inputs import bench_prompts, resolve_model
 from earthrl.bench.local_ray import init_local_ray
+from earthrl.envs.core.tasks import load_suite
+from earthrl.envs.paths import data_dir
+from earthrl.launch.config_schema import to_settings
+from earthrl.launch.overrides import CONF_DIR, compose_job
+from earthrl.models.dtype import resolve_dtype
+from earthrl.models.lora import merge_lora
+from earthrl.models.policy import Policy
+from earthrl.rollout.hf_engine import SamplingParams
+from earthrl.rollout.runtime import RolloutRuntime
 
 MODES = ("lockstep", "continuous")
 
@@ -44,8 +53,6 @@ def _settings(model: str, overrides: list[str]):
     ``conf/model`` preset is a folder, run as ``model.path=<folder>`` with the default model preset's settings."""
     from hydra import initialize_config_dir
 
-    from earthrl.launch.config_schema import to_settings
-    from earthrl.launch.overrides import CONF_DIR, compose_job
 
     choice = [f"model={model}"] if (CONF_DIR / "model" / f"{model}.yaml").is_file() else [f"model.path={model}"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -54,7 +61,6 @@ def _settings(model: str, overrides: list[str]):
 
 def _identity_adapter(model_path: Path, lora: dict, dtype: str) -> dict:
     """The learner's LoRA state dict before its first update (peft's init: B = 0)."""
-    from earthrl.models.policy import Policy
 
     policy = Policy(str(model_path), lora, dtype=dtype, gradient_checkpointing=False)
     state = {k: v.detach().clone() for k, v in policy.adapter_state_dict().items()}
@@ -116,12 +122,6 @@ def bench_in_training(model: str = "qwen2.5-coder-0.5b", group_size: int | None 
     """
     import ray
 
-    from earthrl.envs.core.tasks import load_suite
-    from earthrl.envs.paths import data_dir
-    from earthrl.models.dtype import resolve_dtype
-    from earthrl.models.lora import merge_lora
-    from earthrl.rollout.hf_engine import SamplingParams
-    from earthrl.rollout.runtime import RolloutRuntime
 
     path = resolve_model(model)
     sets = [*(overrides or [])]
