@@ -8,27 +8,33 @@ over names) and broadcasts the turn advantages onto the response tokens.
 
 Built-ins: ``grpo`` (all seeds; Dr. GRPO with ``norm_by_std: false``), ``grpo_tap``
 (RS-Claw-Evolution TAP), ``hierarchical`` (HiRS-Agent VG-HRL) and ``executor_node``
-(Earth-Agent-Pro) — the last two in :mod:`earthrl.algorithms.hierarchical`.
+(Earth-Agent-Pro) — the last two in :mod:`earthrl.algorithms.hierarchical` —, and ``gigpo``
+(GiGPO, :mod:`earthrl.algorithms.gigpo`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from earthrl.algorithms.broadcast import turn_values_to_tokens
 from earthrl.algorithms.grpo import group_index, group_normalise, grpo_advantages
 from earthrl.algorithms.registry import ESTIMATORS
+from earthrl.algorithms.settings import FromMapping
 from earthrl.algorithms.tap import tap_advantages
 
 ROLES = {"agent": 0, "manager": 1, "specialist": 2}
 
 
-@dataclass(frozen=True)
-class AdvantageConfig:
+@dataclass(frozen=True, kw_only=True)
+class AdvantageConfig(FromMapping):
     """Hyper-parameters of the estimators (``algorithm.advantage`` in Hydra).
+
+    Every field is required: the defaults live once, in the config schema
+    (``earthrl.launch.config_schema.defaults("algorithm.advantage", **changes)`` gives them).
 
     Attributes:
         eps: δ added to the group std (RS-Claw-Evolution Eq. for Â_i).
@@ -36,22 +42,20 @@ class AdvantageConfig:
         norm_by_std: False gives Dr. GRPO (mean-centred only).
         protect_recovery: TAP option: a turn with E = 0 right after an error turn gets
             max(Â, 0) (see :mod:`earthrl.algorithms.tap`).
+        step_weight: GiGPO's ω, weight of the step-level (anchor-state) advantage added to the
+            episode-level one (Feng et al. 2025, Eq. 8; verl-agent ``step_advantage_w``).
+        gamma: GiGPO's γ, discount of the step return Σ_k γ^k r_{t+k} (Eq. 5; verl-agent's
+            ``algorithm.gamma``), in [0, 1].
     """
 
-    eps: float = 1e-6
-    std_floor: float = 1e-2
-    norm_by_std: bool = True
-    protect_recovery: bool = False
+    CONFIG_KEY: ClassVar[str] = "algorithm.advantage"
 
-    @classmethod
-    def from_mapping(cls, m: Mapping | None) -> AdvantageConfig:
-        """Build from a plain mapping; an unknown key raises ValueError naming it."""
-        m = dict(m or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(m) - known)
-        if unknown:
-            raise ValueError(f"algorithm.advantage has unknown key(s) {unknown}; allowed: {sorted(known)}")
-        return cls(**m)
+    eps: float
+    std_floor: float
+    norm_by_std: bool
+    protect_recovery: bool
+    step_weight: float
+    gamma: float
 
 
 @dataclass
@@ -69,6 +73,12 @@ class TurnBatch:
         turn_role: (M,) int64 :data:`ROLES` code.
         turn_error: (M,) bool E(a_t, o_t); turn_prev_error: (M,) bool E of the previous turn.
         turn_reward: (M,) float32 per-turn reward (``Scores.turn_rewards``; 0 where none).
+        turn_anchor: (M,) int64 dense id of the turn's anchor state (``Turn.anchor``: equal ids, equal
+            states; GiGPO's step groups), −1 where the turn has none.
+        reward_in_turns: True when ``turn_reward`` already holds the trajectory reward (verl's layout:
+            every reward sits on a token, the trajectory's on the last token of its last turn, and a
+            turn's reward is the sum over its tokens); False (local backend): ``reward`` and
+            ``turn_reward`` are separate scores.
     """
 
     reward: torch.Tensor
@@ -81,6 +91,8 @@ class TurnBatch:
     turn_error: torch.Tensor
     turn_prev_error: torch.Tensor
     turn_reward: torch.Tensor
+    turn_anchor: torch.Tensor
+    reward_in_turns: bool = False
 
     @classmethod
     def from_trajectories(cls, trajs: Sequence, scores) -> TurnBatch:
@@ -93,7 +105,8 @@ class TurnBatch:
         """
         if len(scores.reward) != len(trajs) or len(scores.turn_rewards) != len(trajs):
             raise ValueError(f"scores are for {len(scores.reward)} trajectories, the batch has {len(trajs)}")
-        cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew")}
+        cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew", "anchor")}
+        anchors: dict[str, int] = {}
         for i, t in enumerate(trajs):
             tr = scores.turn_rewards[i] or [0.0] * len(t.turns)
             if len(tr) != len(t.turns):
@@ -111,6 +124,7 @@ class TurnBatch:
                 cols["err"].append(bool(turn.error))
                 cols["prev"].append(prev)
                 cols["rew"].append(float(r))
+                cols["anchor"].append(anchors.setdefault(turn.anchor, len(anchors)) if turn.anchor else -1)
                 seen[code] += 1
                 prev = bool(turn.error)
         long_ = lambda k: torch.tensor(cols[k], dtype=torch.long)  # noqa: E731
@@ -121,7 +135,7 @@ class TurnBatch:
             valid=torch.tensor([not t.faulted for t in trajs], dtype=torch.bool),
             turn_traj=long_("traj"), turn_pos=long_("pos"), turn_role_pos=long_("role_pos"),
             turn_role=long_("role"), turn_error=bool_("err"), turn_prev_error=bool_("prev"),
-            turn_reward=torch.tensor(cols["rew"], dtype=torch.float32))
+            turn_reward=torch.tensor(cols["rew"], dtype=torch.float32), turn_anchor=long_("anchor"))
 
 
 def trajectory_advantages(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
@@ -136,23 +150,34 @@ def trajectory_advantages(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tenso
     return grpo_advantages(batch.reward, key.tolist(), eps=cfg.eps, std_floor=cfg.std_floor, norm_by_std=cfg.norm_by_std)
 
 
-def keyed_turn_advantages(batch: TurnBatch, cfg: AdvantageConfig, select: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
-    """GRPO over per-turn rewards of the ``select``-ed turns, grouped by (task group, ``step``).
+def keyed_turn_advantages(batch: TurnBatch, cfg: AdvantageConfig, select: torch.Tensor, step: torch.Tensor,
+                          values: torch.Tensor | None = None) -> torch.Tensor:
+    """GRPO over per-turn ``values`` (default the per-turn rewards) of the ``select``-ed turns, grouped by
+    (task group, ``step``).
 
-    Turns of one step index are never normalised together with another step's (HiRS-Agent:
-    specialist advantages grouped by (task, step index); Earth-Agent-Pro: by node).
+    Turns of one step key are never normalised together with another key's (HiRS-Agent:
+    specialist advantages grouped by (task, step index); Earth-Agent-Pro: by node; GiGPO: by anchor state).
+
+    Args:
+        select: (M,) bool, the turns that take part. step: (M,) int64 step key.
+        values: (M,) float, the values normalised (GiGPO: step returns); None: ``batch.turn_reward``.
 
     Returns:
         (M,) float32, 0 where not selected or the trajectory is invalid.
+
+    Raises:
+        ValueError: a value is NaN or inf.
     """
+    values = batch.turn_reward if values is None else values
     use = select & batch.valid[batch.turn_traj]
-    if not torch.isfinite(batch.turn_reward).all():
+    if not torch.isfinite(values).all():
         raise ValueError("turn rewards contain NaN or inf: fix the turn reward function")
-    out = torch.zeros(batch.turn_reward.numel(), dtype=torch.float32)
+    out = torch.zeros(values.numel(), dtype=torch.float32)
     if use.any():
-        g = batch.group[batch.turn_traj[use]]
-        key = torch.unique(torch.stack([g, step[use]], 1), dim=0, return_inverse=True)[1]
-        out[use] = group_normalise(batch.turn_reward[use], key, eps=cfg.eps, std_floor=cfg.std_floor,
+        g, k = batch.group[batch.turn_traj[use]], step[use]
+        k = k - k.min()
+        key = torch.unique(g * (k.max() + 1) + k, return_inverse=True)[1]  # dense id of the (group, step) pairs
+        out[use] = group_normalise(values[use], key, eps=cfg.eps, std_floor=cfg.std_floor,
                                    norm_by_std=cfg.norm_by_std)
     return out
 

@@ -11,6 +11,11 @@ to the policy-gradient term, so they are packed apart and run only when the KL t
 gradient (``kl_coef > 0`` and the adapter is not an identity, or an estimator whose gradient does not
 vanish at π = π_ref); the reference forward runs only when ``kl_coef > 0``, and not at all while the
 adapter is an identity (π_ref = π bit for bit, e.g. the first step from peft's zero-initialised B).
+
+The rollout correction (:mod:`earthrl.algorithms.rollout_correction`, ``LearnerConfig.correction``) is computed
+once per micro-batch from π_old (the first pass's logprobs) and the engine's logprobs: its weights multiply
+the policy-gradient term of every pass and the sequences it drops leave the loss (both terms) while keeping
+their place in the whole-batch counts.
 """
 
 from __future__ import annotations
@@ -22,9 +27,14 @@ import torch
 
 from earthrl.algorithms.mixed_loss import role_token_masks
 from earthrl.algorithms.policy_loss import PolicyLossConfig, kl_gradient_vanishes_at_reference
+from earthrl.algorithms.rollout_correction import Correction, CorrectionStats, RolloutCorrection, rollout_correction
 from earthrl.models.policy import pack_batch, pad_right
 
-METRICS = ("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "logprob_diff")
+CORRECTION_METRICS = tuple(CorrectionStats().metrics())
+"""The rollout correction's metrics (:meth:`~earthrl.algorithms.rollout_correction.CorrectionStats.metrics`):
+is_weight_mean, is_truncated_frac, masked_seq_frac, logprob_diff."""
+
+METRICS = ("pg_loss", "kl", "clip_frac", "loss", "grad_norm") + CORRECTION_METRICS
 
 ROW_SEPARABLE_AGG = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean")
 """verl loss aggregations in which a row's share of the loss does not depend on the other rows of its
@@ -32,9 +42,12 @@ micro-batch, given the whole-batch counts (``seq-mean-token-sum-norm`` divides b
 padded width): only under these are zero-advantage rows packed apart."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LearnerConfig:
     """Hyper-parameters of the update (``algorithm.*`` in Hydra).
+
+    The fields that come from the config are required (its schema holds their defaults; from Python,
+    ``earthrl.launch.config_schema.defaults("algorithm")`` gives them).
 
     Attributes:
         loss: the policy loss's configuration (passed to the loss as ``cfg``).
@@ -43,14 +56,17 @@ class LearnerConfig:
         micro_batch_size: sequences per forward/backward.
         grad_clip: max global gradient norm.
         temperature: the rollout's sampling temperature (logits are divided by it).
+        correction: the rollout/learner mismatch correction (``algorithm.rollout_correction``), or None: no
+            weights, no sequence dropped (not a default of the config key, whose default lives in the schema).
     """
 
-    loss: PolicyLossConfig = PolicyLossConfig()
+    loss: PolicyLossConfig
     loss_inputs: tuple[str, ...] = ()
-    ppo_epochs: int = 1
-    micro_batch_size: int = 2
-    grad_clip: float = 1.0
-    temperature: float = 1.0
+    ppo_epochs: int
+    micro_batch_size: int
+    grad_clip: float
+    temperature: float
+    correction: RolloutCorrection | None
 
 
 @dataclass
@@ -171,17 +187,18 @@ class Learner:
         Returns:
             The last pass's :data:`METRICS` (pg_loss, kl and loss: the loss's whole-batch aggregates summed
             over micro-batches; clip_frac token-weighted over micro-batches; grad_norm before clipping;
-            logprob_diff = mean |π_old − π_rollout| per token over the rows the first pass computed);
-            all 0.0 when the batch has no response token.
+            :data:`CORRECTION_METRICS` over the rows the first pass computed, logprob_diff = mean
+            |π_old − π_rollout| per token); all 0.0 (is_weight_mean 1.0) when the batch has no response token.
         """
-        metrics = dict.fromkeys(METRICS, 0.0)
+        metrics = {**dict.fromkeys(METRICS, 0.0), **CorrectionStats().metrics()}
         if batch.num_tokens == 0:
             return metrics
         cfg, n_tokens = self.cfg, batch.num_tokens
         kl = cfg.loss.kl_coef > 0
         old_cache: dict[int, torch.Tensor] = {}  # π_old per micro-batch: the policy before this update
         ref_cache: dict[int, torch.Tensor | None] = {}
-        diff = [0.0, 0]  # Σ|π_old − π_rollout| and its tokens, over the rows the first pass computed
+        corr_cache: dict[int, Correction] = {}  # the rollout correction per micro-batch, from its π_old
+        stats = CorrectionStats()  # over the rows the first pass computed
         params = self.policy.trainable_parameters()
         self.policy.model.train()
         for epoch in range(cfg.ppo_epochs):
@@ -201,20 +218,21 @@ class Learner:
                 if s not in old_cache:
                     # a zero-advantage row first run in a later pass: its π_old only multiplies Â = 0
                     old_cache[s] = logprobs.detach()
+                    corr_cache[s] = rollout_correction(old_cache[s], mb.rollout_logprobs, mb.response_mask,
+                                                       cfg.correction)
                     if epoch == 0:
-                        diff[0] += float(((old_cache[s] - mb.rollout_logprobs).abs() * mb.response_mask).sum())
-                        diff[1] += int(mb.response_mask.sum())
-                old = old_cache[s]
-                loss, m = self.loss_fn(logprobs=logprobs, old_logprobs=old, advantages=mb.advantages,
-                                       response_mask=mb.response_mask, ref_logprobs=ref_cache.get(s), cfg=cfg.loss,
+                        stats += corr_cache[s].stats
+                corr = corr_cache[s]
+                loss, m = self.loss_fn(logprobs=logprobs, old_logprobs=old_cache[s], advantages=mb.advantages,
+                                       response_mask=corr.response_mask, ref_logprobs=ref_cache.get(s), cfg=cfg.loss,
                                        batch_num_tokens=n_tokens, global_batch_size=batch.num_sequences,
-                                       **mb.inputs, **batch.loss_kwargs)
+                                       is_weights=corr.weights, **mb.inputs, **batch.loss_kwargs)
                 loss.backward()
                 metrics["loss"] += float(loss.detach())
                 metrics["pg_loss"] += m["pg_loss"]  # already normalised by the whole batch's counts
                 metrics["kl"] += m["kl"]
-                metrics["clip_frac"] += m["clip_frac"] * float(mb.response_mask.sum()) / n_tokens  # a micro-batch mean
-            metrics["logprob_diff"] = diff[0] / max(diff[1], 1)
+                metrics["clip_frac"] += m["clip_frac"] * float(corr.response_mask.sum()) / n_tokens  # a micro-batch mean
+            metrics.update(stats.metrics())
             for p in params:  # what the skipped rows would have given: keeps the optimizer's state exact
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)

@@ -29,7 +29,7 @@ def mixed_role_loss(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advan
                     ref_logprobs: torch.Tensor | None = None, batch_num_tokens: int | float | None = None,
                     global_batch_size: int | None = None,
                     role_num_tokens: tuple[float, float] | None = None,
-                    dp_size: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
+                    dp_size: int = 1, is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """λ-mixed PPO-clip + KL loss over manager and specialist tokens (HiRS-Agent VG-HRL).
 
     Args:
@@ -43,6 +43,8 @@ def mixed_role_loss(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advan
         role_num_tokens: (manager, specialist) masked tokens in the whole batch, for
             micro-batching under "token-mean"; default: this micro-batch's counts.
         dp_size: data-parallel ranks, passed to verl's ``agg_loss``.
+        is_weights: (B, T) rollout-correction weights on both levels' policy-gradient terms, or None
+            (see :func:`~earthrl.algorithms.policy_loss.ppo_clip_kl_loss`).
 
     Returns:
         (loss, metrics): metrics are ``manager/*`` and ``specialist/*`` of each level and the
@@ -64,7 +66,7 @@ def mixed_role_loss(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advan
     for name, mask, weight, n in (("manager", manager, lam, counts[0]), ("specialist", resp - manager, 1.0 - lam, counts[1])):
         part, m = ppo_clip_kl_loss(logprobs, old_logprobs, advantages, mask, ref_logprobs, cfg,
                                    batch_num_tokens=n or None, global_batch_size=global_batch_size,
-                                   dp_size=dp_size)
+                                   dp_size=dp_size, is_weights=is_weights)
         loss = loss + weight * part
         for k in ("pg_loss", "kl", "clip_frac"):
             metrics[f"{name}/{k}"] = m[k]

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from verl.trainer.ppo.core_algos import agg_loss, kl_penalty
 
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.algorithms.settings import FromMapping
 
 
-@dataclass(frozen=True)
-class PolicyLossConfig:
+@dataclass(frozen=True, kw_only=True)
+class PolicyLossConfig(FromMapping):
     """Hyper-parameters of the PPO-clip + KL loss.
+
+    Every field is required: the defaults live once, in the config schema
+    (``earthrl.launch.config_schema.defaults("algorithm.policy_loss", **changes)`` gives them).
 
     Attributes:
         clip_ratio_low: ε_low of the clipped surrogate (ratio ≥ 1 − ε_low).
@@ -34,13 +39,15 @@ class PolicyLossConfig:
             unused by "ppo_clip_kl".
     """
 
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    kl_coef: float = 0.01
-    kl_estimator: str = "low_var_kl"
-    loss_agg_mode: str = "token-mean"
-    name: str = "ppo_clip_kl"
-    manager_weight: float = 0.5
+    CONFIG_KEY: ClassVar[str] = "algorithm.policy_loss"
+
+    clip_ratio_low: float
+    clip_ratio_high: float
+    kl_coef: float
+    kl_estimator: str
+    loss_agg_mode: str
+    name: str
+    manager_weight: float
 
 
 def ppo_clip_kl_loss(
@@ -54,8 +61,9 @@ def ppo_clip_kl_loss(
     batch_num_tokens: int | float | None = None,
     global_batch_size: int | None = None,
     dp_size: int = 1,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped surrogate −min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
+    """Clipped surrogate −w·min(ρÂ, clip(ρ, 1−ε_l, 1+ε_h)Â) + β·KL(π‖π_ref), aggregated by verl.
 
     Args:
         logprobs: (B, T) float, log π_θ of the taken tokens (requires grad).
@@ -69,6 +77,10 @@ def ppo_clip_kl_loss(
         global_batch_size: sequences in the whole batch for the seq-mean modes.
         dp_size: data-parallel ranks (verl's ``agg_loss`` scales by it so that FSDP's gradient
             averaging gives the global mean); 1 on one process.
+        is_weights: (B, T) float, detached rollout-correction weights w ≥ 0 that multiply the per-token
+            policy-gradient term only, never the KL term (verl ``compute_policy_loss_vanilla``'s
+            ``rollout_is_weights``; :func:`earthrl.algorithms.rollout_correction.rollout_correction`);
+            None: w = 1 (the loss is unchanged).
 
     Returns:
         (loss scalar, metrics dict with pg_loss, kl, clip_frac, ratio_mean). A response
@@ -78,8 +90,9 @@ def ppo_clip_kl_loss(
         ValueError: if shapes differ, or ``kl_coef > 0`` without ``ref_logprobs``.
     """
     shape = logprobs.shape
-    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask)):
-        if t.shape != shape:
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask),
+                    ("is_weights", is_weights)):
+        if t is not None and t.shape != shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)}, expected {tuple(shape)} like logprobs")
     mask = response_mask.to(logprobs.dtype)
     n_tokens = float(mask.sum())
@@ -91,6 +104,8 @@ def ppo_clip_kl_loss(
     surr1 = ratio * advantages
     surr2 = torch.clamp(ratio, 1.0 - cfg.clip_ratio_low, 1.0 + cfg.clip_ratio_high) * advantages
     pg_mat = -torch.minimum(surr1, surr2)
+    if is_weights is not None:
+        pg_mat = pg_mat * is_weights
     agg = dict(loss_agg_mode=cfg.loss_agg_mode, batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size,
                dp_size=dp_size)
     pg_loss = agg_loss(pg_mat, mask, **agg)
@@ -132,10 +147,11 @@ def kl_gradient_vanishes_at_reference(estimator: str) -> bool:
 def ppo_clip_kl(*, logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 response_mask: torch.Tensor, cfg: PolicyLossConfig, ref_logprobs: torch.Tensor | None = None,
                 batch_num_tokens: int | float | None = None, global_batch_size: int | None = None,
-                dp_size: int = 1) -> tuple[torch.Tensor, dict[str, float]]:
+                dp_size: int = 1, is_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """Registry form of :func:`ppo_clip_kl_loss` (named arguments only; all seeds' policy loss; no extra
     inputs in :data:`earthrl.algorithms.spec.LOSS_INPUTS`). Shapes (B, T) as in :func:`ppo_clip_kl_loss`;
     returns (loss scalar, metrics).
     """
     return ppo_clip_kl_loss(logprobs, old_logprobs, advantages, response_mask, ref_logprobs, cfg,
-                            batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size)
+                            batch_num_tokens=batch_num_tokens, global_batch_size=global_batch_size, dp_size=dp_size,
+                            is_weights=is_weights)

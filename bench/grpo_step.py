@@ -34,6 +34,7 @@ from earthrl.algorithms.learner import Learner, LearnerConfig, PackedBatch, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
+from earthrl.launch.config_schema import defaults
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.models.policy import Policy
@@ -61,14 +62,15 @@ def action_similarity(trajectory, task: dict) -> float:
 
 def model_lora(model_path: Path) -> dict:
     """The LoRA settings (rank, alpha, dropout, target_modules) of the model's config in ``conf/model/``
-    (by folder name), or the defaults of :func:`~earthrl.models.lora.lora_config` for another folder."""
+    (by folder name) over the schema's ``model.lora``; the schema's alone for another folder."""
     conf = CONF_MODELS / f"{Path(model_path).name}.yaml"
-    return dict(yaml.safe_load(conf.read_text())["lora"]) if conf.exists() else {}
+    return {**defaults("model.lora"), **(yaml.safe_load(conf.read_text())["lora"] if conf.exists() else {})}
 
 
 def bench_spec(beta: float) -> AlgorithmSpec:
     """The spec of the bench's single-turn task: :func:`action_similarity` reward, GRPO, PPO-clip + KL with β."""
-    return AlgorithmSpec.from_config({"reward": REWARD, "estimator": "grpo", "policy_loss": {"kl_coef": beta}})
+    return AlgorithmSpec.from_config(defaults("algorithm", name="bench", reward=REWARD, estimator="grpo",
+                                              policy_loss={"kl_coef": beta}))
 
 
 class LocalStep:
@@ -76,8 +78,7 @@ class LocalStep:
     update, push), without Ray or the EnvPool: the part of a step the trainer owns.
 
     Args:
-        model_path: HF folder; dtype: ``model.dtype`` rule; lora: ``lora_config`` keywords (rank 16,
-            alpha 32 unless given).
+        model_path: HF folder; dtype: ``model.dtype`` rule; lora: every ``lora_config`` keyword (:func:`model_lora`).
         spec: the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` (reward, estimator, loss and its inputs).
         max_new_tokens: generated tokens per turn at most (exactly, with the default stop id).
         threads: torch threads.
@@ -95,11 +96,10 @@ class LocalStep:
         torch.set_num_threads(threads)
         torch.manual_seed(0)
         resolved = resolve_dtype(dtype)[0]
-        full_lora = {"rank": 16, "alpha": 32, **lora}
-        self.engine = HFEngine(str(model_path), stop_ids=stop_ids or [unreachable_stop_id(model_path)],
-                               lora=full_lora, dtype=resolved, num_threads=threads)
+        self.engine = HFEngine(str(model_path), stop_ids=stop_ids or [unreachable_stop_id(model_path)], lora=lora,
+                               dtype=resolved, num_threads=threads)
         self.tokenizer = self._tokenizer(model_path)
-        self.policy = Policy(str(model_path), full_lora, dtype=resolved, gradient_checkpointing=gradient_checkpointing)
+        self.policy = Policy(str(model_path), lora, dtype=resolved, gradient_checkpointing=gradient_checkpointing)
         self.initial_adapter = self.policy.adapter_state_dict()
         self.max_new_tokens = max_new_tokens
         self.calls = 0
@@ -115,8 +115,10 @@ class LocalStep:
         self.spec, self.temperature = spec, temperature
         optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=lr, eps=adam_eps, weight_decay=0.0)
         self.learner = Learner(self.policy, optimizer, POLICY_LOSSES.lookup(spec.loss.name),
-                               LearnerConfig(loss=spec.loss, loss_inputs=spec.loss_inputs, micro_batch_size=1,
-                                             temperature=temperature))
+                               LearnerConfig(loss=spec.loss, loss_inputs=spec.loss_inputs,
+                                             ppo_epochs=defaults("algorithm.ppo_epochs"), micro_batch_size=1,
+                                             grad_clip=defaults("algorithm.grad_clip"), temperature=temperature,
+                                             correction=spec.correction))
 
     @staticmethod
     def _tokenizer(model_path: Path):
@@ -127,7 +129,7 @@ class LocalStep:
     def generate(self, contexts: list[list[int]], seed: int | None = None) -> list[dict]:
         """One engine call: a continuation of each token-id context at the runner's temperature
         (``seed``: the call's sampling seed, default a counter of calls). Returns the engine's dicts."""
-        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=1.0,
                                 seed=self.calls if seed is None else seed)
         self.calls += 1
         return self.engine.generate(contexts, params)
@@ -236,7 +238,7 @@ def _trl(path: Path, bench, tasks: list[dict], *, group_size: int, max_new_token
 
     rows = len(bench.messages)
     data = Dataset.from_dict({"prompt": bench.messages * steps, "reference": bench.first_actions * steps})
-    lora = {"rank": 16, "alpha": 32, **model_lora(path)}
+    lora = model_lora(path)
     with tempfile.TemporaryDirectory(prefix="earthrl-bench-trl-") as tmp:
         args = trl.GRPOConfig(
             output_dir=tmp, use_cpu=True, max_steps=steps, per_device_train_batch_size=rows * group_size,

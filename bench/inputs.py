@@ -19,6 +19,7 @@ from pathlib import Path
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir, model_dir
+from earthrl.launch.config_schema import defaults
 from earthrl.rollout.chat import ChatCodec
 
 
@@ -94,7 +95,8 @@ def bench_prompts(tokenizer, rows: int, suite: str = "earthrl-mini-core", toolse
     stride = max(len(tasks) // rows, 1)
     picked = [tasks[(k * stride) % len(tasks)] for k in range(rows)]
     codec = ChatCodec(tokenizer)
-    env = RSEnv(root, Path(tempfile.mkdtemp(prefix="earthrl-bench-")) / "ws", mode="execute", toolset=toolset)
+    env = RSEnv(root, Path(tempfile.mkdtemp(prefix="earthrl-bench-")) / "ws", mode="execute", toolset=toolset,
+                max_obs_chars=defaults("env.max_obs_chars"))
     out = BenchPrompts([], [], [], [], [], [])
     try:
         system = env.system_prompt()

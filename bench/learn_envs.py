@@ -42,7 +42,7 @@ The four environments of :data:`LEARN_ENVS` (two tasks each):
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import torch
 
@@ -144,9 +144,6 @@ LEARN_ENVS: dict[str, LearnEnv] = {env.name: env for env in (
 )}
 """The environments by name (module doc)."""
 
-HAS_ANCHOR = "anchor" in {f.name for f in fields(Turn)}  # GiGPO's anchor state on a turn, where Turn has one
-
-
 @dataclass
 class Episode:
     """One episode in play: its trajectory, its task (question and hidden answer), the context the next turn
@@ -191,8 +188,7 @@ def play_turn(env: LearnEnv, style: str, split: VocabSplit, ep: Episode, k: int,
     if style == "hierarchical" and role == "agent":
         role = "specialist"
         fields_["subgoal"] = {"family": TOOLS[RIGHT_TOOL].family, "subgoal": "compute the index"}
-    if HAS_ANCHOR:
-        fields_["anchor"] = anchor
+    fields_["anchor"] = anchor
     last = ep.done or k + 1 == len(env.slots)
     obs_ids = [] if last else codec.observation_ids(observation, out["response_ids"])
     text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)

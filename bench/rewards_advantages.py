@@ -14,6 +14,7 @@ from earthrl.algorithms.broadcast import turn_values_to_tokens
 from earthrl.algorithms.estimators import TurnBatch, token_advantages
 from earthrl.algorithms.registry import ESTIMATORS
 from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.launch.config_schema import defaults
 from earthrl.rewards.scoring import score
 from earthrl.rollout.trajectory import Trajectory, Turn
 
@@ -77,7 +78,7 @@ def bench_algorithms(batch: int = 1024, tokens: int = 8192, *, estimator: str = 
         ``{"batch", "tokens", "estimator", "rewards_s", "advantages_s", "broadcast_s", "total_s",
         "share_of_step", "within_budget"}`` (seconds; best of ``repeats``; budget = 1 % of a step).
     """
-    spec = AlgorithmSpec.from_config(PRESETS[estimator])
+    spec = AlgorithmSpec.from_config(defaults("algorithm", name=estimator, **PRESETS[estimator]))
     trajs = synthetic_batch(batch, tokens, hierarchical=estimator == "hierarchical")
     tasks = {TASK["id"]: TASK}
     token_advantages(trajs[:8], score(trajs[:8], tasks, spec), spec)  # warm-up: imports, registries

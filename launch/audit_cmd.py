@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -48,9 +47,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _usage(parser: argparse.ArgumentParser, message: str) -> None:
-    parser.print_usage(sys.stderr)
-    print(f"earthrl audit: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+    """One line naming the problem, exit 2 (:meth:`OneLineParser.error`)."""
+    parser.error(message)
 
 
 def _tasks(args, parser) -> list:

@@ -21,9 +21,10 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.sandbox.cgroup import pids_controller_root
 from earthrl.envs.sandbox.landlock import landlock_abi
 from earthrl.launch.arg_parser import OneLineParser
+from earthrl.launch.compute import job_dtype
 from earthrl.launch.host_memory import job_budget, train_rows
 from earthrl.launch.machine_size import MEASURED, TIME_BUDGET_MIN, resolve_auto_sizes
-from earthrl.models.dtype import cpu_bf16_flags, resolve_dtype
+from earthrl.models.dtype import cpu_bf16_flags
 from earthrl.models.fetch import _source, available_data, available_models, is_complete
 from earthrl.rollout.vllm_env import vllm_python
 
@@ -190,7 +191,7 @@ def check_make_train() -> list[Check]:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose_job("config", [f"model={TRAIN_MODEL}", "trainer.warm_start=auto", "trainer.steps=auto"])
     resolve_auto_sizes(cfg)
-    dtype, why = resolve_dtype(str(cfg.model.dtype))
+    dtype, why = job_dtype(cfg)
     steps = int(cfg.trainer.steps)
     size = f"trainer.warm_start={cfg.trainer.warm_start}, {steps} GRPO step{'s' * (steps != 1)} ({dtype}: {why})"
     ok, path = _fetched("model", TRAIN_MODEL)

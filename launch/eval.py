@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import data_dir
 from earthrl.launch import lifecycle
+from earthrl.launch.compute import job_device
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
@@ -89,6 +90,7 @@ class EvalInputs:
     model_path: Path | None = None  # the model folder of a model run
     adapter: tuple[dict, dict] | None = None  # eval.checkpoint's LoRA settings and weights (load_adapter)
     memory: HostBudget | None = None  # the vLLM engine's host-memory plan on a CPU (launch/host_memory)
+    device: str = "cpu"  # a model run: cluster.device resolved on this machine (launch/compute.job_device)
 
 
 class EvalJob:
@@ -133,7 +135,8 @@ class EvalJob:
         inputs = EvalInputs(
             output_dir=output_dir, data_root=root, tasks=tasks, model_path=model,
             adapter=load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None,
-            memory=job_budget(cfg, model, int(ev.batch_tasks) * int(ev.samples), learner=False))
+            memory=job_budget(cfg, model, int(ev.batch_tasks) * int(ev.samples), learner=False),
+            device=job_device(cfg)[0])
         self.check_resumable(inputs)
         return inputs
 
@@ -206,7 +209,8 @@ class EvalJob:
         if inputs.memory is not None:
             print(inputs.memory.line(), flush=True)
         runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
-                                 kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
+                                 kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
+                                 device=inputs.device)
         if weights is not None:
             runtime.push_lora(weights)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.memory import GIB, Arch
-from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import merge_lora
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -228,7 +228,8 @@ def train_rows(cfg) -> int:
 
 def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | None:
     """The :func:`plan` of a composed ``earthrl train`` / ``eval`` config, or None when its rollout engine is
-    not vLLM on a CPU (``cluster.engine`` resolved as the rollout runtime resolves it).
+    not vLLM on a CPU (``cluster.engine`` resolved as the rollout runtime resolves it, ``cluster.device`` as
+    :func:`~earthrl.launch.compute.job_device` does).
 
     Args:
         cfg: the composed config (``model``, ``cluster``, and ``algorithm`` when ``learner``).
@@ -237,19 +238,17 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
         learner: whether a trainer process holds the policy beside the engine (train; not eval).
 
     Raises:
-        ConfigError: ``cluster.vllm.max_model_len`` exceeds the model's context, or the job does not fit
-            (see :func:`plan`).
+        ConfigError: ``cluster.vllm.max_model_len`` exceeds the model's context, the job does not fit
+            (see :func:`plan`), or ``cluster.device=cuda`` without CUDA.
     """
-    import torch  # lazy: only jobs that start an engine get here
-
     from earthrl.rollout.engines import resolve_engine  # lazy: torch and the engines at import
 
     vllm = cfg.cluster.get("vllm") or {}
-    if resolve_engine(str(cfg.cluster.engine), str(vllm.get("python", "auto")))[0] != "vllm" \
-            or torch.cuda.is_available():
+    device = job_device(cfg)[0]
+    if resolve_engine(str(cfg.cluster.engine), str(vllm.get("python", "auto")))[0] != "vllm" or device == "cuda":
         return None
     arch = Arch.from_folder(model_path)
-    dtype = resolve_dtype(str(cfg.model.dtype))[0]
+    dtype = job_dtype(cfg, device)[0]
     max_len = int(vllm.get("max_model_len", 8192))
     context = context_length(model_path)
     if context is not None and max_len > context:

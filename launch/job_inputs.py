@@ -183,15 +183,17 @@ def clear_unfinished_sft(folder: Path) -> bool:
     return True
 
 
-def start_run_folder(cfg: DictConfig, output_dir: Path) -> dict:
+def start_run_folder(cfg: DictConfig, output_dir: Path, write: bool = True) -> dict:
     """Create ``output_dir``, write the resolved ``config.yaml`` there, seed Python, numpy and torch
     with ``cfg.seed`` and set ``cluster.torch_threads``; returns the resolved config as a dict
-    (what the loggers record). Shared by ``earthrl train`` and ``earthrl sft``."""
+    (what the loggers record). Shared by ``earthrl train`` and ``earthrl sft``; ``write=False`` (the other
+    processes of a multi-process job) seeds and sets the threads only."""
     import torch  # lazy: torch at import; config checks import this module
 
-    output_dir.mkdir(parents=True, exist_ok=True)
     config_dict = OmegaConf.to_container(cfg, resolve=True)
-    (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    if write:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)

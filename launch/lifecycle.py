@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import sys
@@ -99,6 +100,24 @@ def reap_leftovers(run_dir: Path) -> list[int]:
     return [p.pid for p in procs]
 
 
+def invoked_as(orig_argv: list[str] | None = None) -> str:
+    """The ``earthrl`` program as the user started this process, for a command line to copy: the console
+    script as typed (``.venv/bin/earthrl``; ``earthrl`` when that is what ``PATH`` finds), or
+    ``<python> -m earthrl.launch``; ``earthrl`` for a process started otherwise (a job run from Python).
+
+    Args:
+        orig_argv: the interpreter's own arguments (default :data:`sys.orig_argv`, which the CLI's
+            rewriting of ``sys.argv`` for Hydra leaves alone).
+    """
+    orig = list(sys.orig_argv if orig_argv is None else orig_argv)
+    if "-m" in orig[:-1] and orig[orig.index("-m") + 1].startswith("earthrl.launch"):
+        return shlex.join(orig[: orig.index("-m") + 2])
+    if len(orig) >= 2 and Path(orig[1]).name == "earthrl":
+        found = shutil.which("earthrl")
+        return "earthrl" if found and Path(found).resolve() == Path(orig[1]).resolve() else shlex.quote(orig[1])
+    return "earthrl"
+
+
 class RunLifecycle:
     """Turns SIGINT/SIGTERM into a clean stop of one command's job (module doc).
 
@@ -166,7 +185,7 @@ class RunLifecycle:
     def resume_line(self) -> str:
         """The one line printed after a stop: where it stopped and the command that continues it."""
         args = [a for a in self.args if not a.startswith(("trainer.resume=", "eval.resume="))]
-        again = shlex.join(["earthrl", self.command, *args])
+        again = f"{invoked_as()} {shlex.join([self.command, *args])}"
         if self.command == "train":
             return f"interrupted at {self.where}: continue with {again} trainer.resume=auto"
         if self.command in ("eval", "learn"):

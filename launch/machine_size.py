@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, open_dict
 
+from earthrl.launch.compute import job_dtype
+from earthrl.models.device import DEVICES
+from earthrl.models.dtype import DTYPES
+
 TIME_BUDGET_MIN = 30
 """Minutes ``make train`` may take from a fresh clone on a 2-core machine (install and fetch included)."""
 #: resolved dtype -> (measured minutes of ``make train`` from a fresh clone with an empty cache, where);
@@ -41,12 +45,11 @@ def resolve_auto_sizes(cfg: DictConfig) -> list[str]:
     """
     from omegaconf import OmegaConf
 
-    from earthrl.models.dtype import DTYPES, resolve_dtype  # lazy: torch
 
     keys = [k for k in SIZES["float32"] if str(OmegaConf.select(cfg, k)) == "auto"]
-    if not keys or cfg.model.dtype not in DTYPES:  # a bad model.dtype: the config check names it
-        return []
-    dtype, why = resolve_dtype(str(cfg.model.dtype))
+    if not keys or cfg.model.dtype not in DTYPES or cfg.cluster.device not in DEVICES:
+        return []  # a bad model.dtype or cluster.device: the config check names it
+    dtype, why = job_dtype(cfg)
     lines = []
     with open_dict(cfg):
         for key in keys:

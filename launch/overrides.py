@@ -167,7 +167,9 @@ def validate_job(cfg, command: str) -> None:
 def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str | None:
     """For an override of a key that does not exist, name the closest existing key at the first
     level that is misspelt (``algoritm.lr`` -> ``algorithm.lr``), or say that the section has no
-    such key (e.g. a train-only key given to ``earthrl eval``)."""
+    such key (e.g. a train-only key given to ``earthrl eval``). The schema knows every key, so a new key
+    is never the fix (a key under a free mapping such as ``algorithm.reward_kwargs`` gets its ``+key``
+    hint from :func:`~earthrl.launch.config_schema.composition_error` before this runs)."""
     import difflib
 
     from hydra import compose
@@ -195,5 +197,5 @@ def _did_you_mean(exc: Exception, argv: list[str], name: str = "config") -> str 
             return (f"unknown config key '{key}': {where} has no '{part}' (it has: {', '.join(sorted(keys))}); "
                     "check the spelling or remove the override")
         fixed = ".".join([*parts[:depth], close[0], *parts[depth + 1:]])
-        return f"unknown config key '{key}'; did you mean '{fixed}'? (to add a new key, write +{key}=…)"
+        return f"unknown config key '{key}'; did you mean '{fixed}'?"
     return None

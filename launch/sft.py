@@ -6,7 +6,10 @@ the train split by the source ``sft.mode`` needs: oracle for ``oracle``, failure
 model's chat codec into the agent loop's token layout and labelled per turn
 (:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
 ``earthrl train`` take ``epochs × ⌈N / global_batch⌉`` steps of :func:`~earthrl.algorithms.sft_loss.sft_update`
-under the cosine schedule; the checkpoint is written by
+under the cosine schedule, on ``cluster.device``. Under a multi-process launcher with
+``cluster.deepspeed.zero_stage`` set, the processes share each global batch through DeepSpeed ZeRO
+(:mod:`earthrl.launch.deepspeed_config`, :func:`~earthrl.algorithms.sft_loss.sft_update_deepspeed`); process 0
+alone builds the data and writes the run folder. The checkpoint is written by
 :func:`~earthrl.models.checkpoint.save_checkpoint` (adapter, optimizer, meta), so ``earthrl train
 trainer.init_from=<it>``, ``earthrl eval eval.checkpoint=<it>`` and ``earthrl export <it>`` take it.
 Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (docs/sft.md).
@@ -14,6 +17,7 @@ Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (docs/sft.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -24,15 +28,17 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update
+from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update, sft_update_deepspeed
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.launch import lifecycle
+from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
+from earthrl.launch.deepspeed_config import Launch, deepspeed_config, launcher_process
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.sft_data import build_records
+from earthrl.launch.sft_deepspeed import DeepSpeedJob
 from earthrl.models.checkpoint import save_checkpoint
-from earthrl.models.dtype import resolve_dtype
 from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
@@ -53,10 +59,19 @@ class SFTInputs:
     data_root: Path  # the data folder of tasks.data
     output_dir: Path  # the run folder, sft.output_dir
     lora: dict  # the adapter's settings, model.lora (merge_lora)
-    dtype: str  # the compute dtype model.dtype resolves to on this machine
+    device: str  # "cpu" or "cuda": cluster.device resolved on this machine
+    device_why: str  # why, for the start-up line
+    dtype: str  # the compute dtype model.dtype resolves to on this device
     dtype_why: str  # why, for the start-up line
     given_records: list | None  # the trajectory records of sft.data.path, read and checked; None without it
     tasks: list[dict]  # the train split's tasks the records are built from ([] with sft.data.path)
+    launch: Launch | None = None  # this process's place under a multi-process launcher; None: one process
+    deepspeed: dict | None = None  # the DeepSpeed JSON config when the job trains through DeepSpeed
+
+    @property
+    def leader(self) -> bool:
+        """Whether this process writes the run folder (the only one, or process 0 of a launcher's job)."""
+        return self.launch is None or self.launch.rank == 0
 
 
 class SFTRecipe:
@@ -75,7 +90,9 @@ class SFTRecipe:
         self.counts: dict = {}  # encode's counts (examples, dropped, labelled tokens, …)
         self.policy: Policy | None = None
         self.optimizer: torch.optim.AdamW | None = None
-        self.logger: RunLogger | None = None
+        self.ds: DeepSpeedJob | None = None  # this process's part of a DeepSpeed job (launch/sft_deepspeed.py)
+        self.engine = None  # the DeepSpeed engine around policy.model (a DeepSpeed job only)
+        self.logger: RunLogger | None = None  # process 0 only
         self.checkpoint_path: Path | None = None  # the final checkpoint, written by train()
 
     def validate(self) -> SFTInputs:
@@ -107,9 +124,19 @@ class SFTRecipe:
             except ValueError as exc:
                 raise ConfigError(f"sft.data.path={exc}; give a file that `earthrl sft-data build` wrote") from None
         tasks = [] if path else load_tasks(cfg.tasks.name, "train", root)
-        dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
+        device, device_why = job_device(cfg)
+        dtype, dtype_why = job_dtype(cfg, device)
+        launch, ds = launcher_process(), None
+        zero = cfg.cluster.deepspeed.zero_stage
+        if launch is not None and zero is not None:
+            ds = deepspeed_config(to_settings(cfg.cluster.deepspeed), to_settings(cfg.sft), dtype, launch.world_size)
+        elif launch is not None and launch.world_size > 1:
+            raise ConfigError(f"earthrl sft runs as {launch.world_size} processes (WORLD_SIZE) but "
+                              "cluster.deepspeed.zero_stage is null: set it (e.g. cluster.deepspeed.zero_stage=2, or "
+                              "a cluster card that sets it: cluster=a100x8), or start one process")
         return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(to_settings(cfg.model.lora)),
-                         dtype=dtype, dtype_why=dtype_why, given_records=given, tasks=tasks)
+                         device=device, device_why=device_why, dtype=dtype, dtype_why=dtype_why, given_records=given,
+                         tasks=tasks, launch=launch, deepspeed=ds)
 
     def records(self):
         """The SFT trajectories: ``sft.data.path``, or built into ``<output_dir>/data/<source>_<format>.jsonl``
@@ -132,42 +159,87 @@ class SFTRecipe:
         return recs, str(cache)
 
     def setup(self, inputs: SFTInputs) -> None:
-        """Seed, data, tokenised examples, policy and optimizer, from what :meth:`validate` returned."""
+        """Seed, data, tokenised examples, policy and optimizer, from what :meth:`validate` returned. In a
+        DeepSpeed job every process joins the process group first; process 0 writes the run folder and builds
+        the data while the others wait, then read it."""
         from transformers import AutoTokenizer  # lazy: transformers at import
 
         cfg = self.cfg
         self.inputs = inputs
-        self.config_dict = start_run_folder(cfg, inputs.output_dir)
-        lifecycle.attach(inputs.output_dir)
-        ds = cfg.sft.deepspeed
-        if ds.zero_stage is not None:
-            print(f"sft.deepspeed.zero_stage={ds.zero_stage}: for the cluster backend; the local backend runs "
-                  "without DeepSpeed", flush=True)
+        if inputs.deepspeed is not None:
+            self.ds = DeepSpeedJob(inputs.launch, inputs.deepspeed, inputs.device)
+            self.ds.start()
+        self.config_dict = start_run_folder(cfg, inputs.output_dir, write=inputs.leader)
+        if inputs.leader:
+            lifecycle.attach(inputs.output_dir)
+        zero = cfg.cluster.deepspeed.zero_stage
+        if zero is not None and self.ds is None:
+            self.say(f"cluster.deepspeed.zero_stage={zero}: DeepSpeed runs under a multi-process launcher "
+                     "(`deepspeed --no_local_rank -m earthrl.launch sft …` or `torchrun -m earthrl.launch sft …`); "
+                     "this single process trains without it")
+        if self.ds is not None and not inputs.leader:
+            self.ds.barrier()  # process 0 builds the data
         recs, self.data_file = self.records()
+        if self.ds is not None and inputs.leader:
+            self.ds.barrier()
         tok = AutoTokenizer.from_pretrained(str(inputs.model_path))
         self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), tuple(cfg.env.stop_strings),
                                             max_tokens=int(cfg.sft.data.max_tokens))
         if not self.examples:
             raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "
                               "or build more data")
-        print(f"sft examples ({cfg.sft.mode}): " + ", ".join(f"{k} {v}" for k, v in self.counts.items()), flush=True)
-        print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why})", flush=True)
+        self.say(f"sft examples ({cfg.sft.mode}): " + ", ".join(f"{k} {v}" for k, v in self.counts.items()))
+        self.say(f"cluster.device={cfg.cluster.device} -> {inputs.device} ({inputs.device_why}); "
+                 f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why})")
         self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
-                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
-        self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(cfg.sft.lr),
-                                           weight_decay=float(cfg.sft.weight_decay))
-        self.logger = RunLogger(inputs.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
-                                self.config_dict)
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device)
+        if self.ds is not None:
+            self.engine = self.ds.wrap(self.policy)
+            ds = inputs.deepspeed
+            self.say(f"DeepSpeed ZeRO-{self.ds.stage} on {inputs.launch.world_size} processes: global batch "
+                     f"{ds['train_batch_size']} = {ds['train_micro_batch_size_per_gpu']} x "
+                     f"{ds['gradient_accumulation_steps']} accumulation steps x {inputs.launch.world_size}")
+            if inputs.leader:
+                (inputs.output_dir / "deepspeed.json").write_text(json.dumps(ds, indent=2))
+        else:
+            self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(cfg.sft.lr),
+                                               weight_decay=float(cfg.sft.weight_decay))
+        if inputs.leader:
+            self.logger = RunLogger(inputs.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
+                                    self.config_dict)
+
+    def say(self, line: str) -> None:
+        """Print ``line`` once per job (process 0 of a multi-process job)."""
+        if self.inputs is None or self.inputs.leader:
+            print(line, flush=True)
 
     def batches(self) -> list[list]:
-        """The global batches of every epoch in order (a seeded shuffle per epoch), capped by ``sft.max_steps``."""
+        """The global batches of every epoch in order (a seeded shuffle per epoch), capped by ``sft.max_steps``.
+        In a DeepSpeed job an epoch's last, short batch is filled up with the epoch's first examples (as torch's
+        ``DistributedSampler`` pads), since every process must run the same number of micro-batches."""
         s = self.cfg.sft
         out = []
+        gb = int(s.global_batch)
         for epoch in range(int(s.epochs)):
             order = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(len(self.examples))
-            gb = int(s.global_batch)
-            out += [[self.examples[i] for i in order[k:k + gb]] for k in range(0, len(order), gb)]
+            for k in range(0, len(order), gb):
+                idx = order[k:k + gb]
+                if self.ds is not None and len(idx) < gb:
+                    idx = np.concatenate([idx, np.resize(order, gb - len(idx))])
+                out.append([self.examples[i] for i in idx])
         return out[: int(s.max_steps)] if s.max_steps else out
+
+    def step(self, batch: list, lr: float) -> dict:
+        """One optimizer step over the global ``batch``: :func:`sft_update`, or in a DeepSpeed job
+        :func:`sft_update_deepspeed` on this process's share with the loss summed over the processes."""
+        s = self.cfg.sft
+        if self.engine is None:
+            return sft_update(self.policy, self.optimizer, batch, int(s.micro_batch_size), float(s.grad_clip), lr=lr)
+        num_tokens = sum(sum(e.label_mask) for e in batch)
+        m = sft_update_deepspeed(self.policy, self.engine, self.ds.share(batch), int(s.micro_batch_size), num_tokens,
+                                 self.inputs.launch.world_size, lr=lr)
+        m["loss"] = self.ds.sum(m["loss"])
+        return m
 
     def train(self) -> dict:
         """Every step of :meth:`batches`; returns the summary (first/last loss, the first batch's loss
@@ -182,12 +254,13 @@ class SFTRecipe:
             t = time.perf_counter()
             lr = cosine_lr(k, total, float(s.lr), float(s.lr_min), int(s.warmup_steps))
             kill_point("update", k + 1)
-            m = sft_update(self.policy, self.optimizer, batch, mb, float(s.grad_clip), lr=lr)
+            m = self.step(batch, lr)
             m["step_s"] = time.perf_counter() - t
             history.append(m)
-            self.logger.log({f"sft/{key}": v for key, v in m.items()}, step=k + 1)
-            print(f"sft step {k + 1}/{total} | loss {m['loss']:.4f} | lr {lr:.2e} | grad {m['grad_norm']:.3f} | "
-                  f"{int(m['tokens'])} tok | {m['step_s']:.1f}s", flush=True)
+            if self.logger is not None:
+                self.logger.log({f"sft/{key}": v for key, v in m.items()}, step=k + 1)
+            self.say(f"sft step {k + 1}/{total} | loss {m['loss']:.4f} | lr {lr:.2e} | grad {m['grad_norm']:.3f} | "
+                     f"{int(m['tokens'])} tok | {m['step_s']:.1f}s")
             if int(s.save_every) > 0 and (k + 1) % int(s.save_every) == 0 and k + 1 < total:
                 self.checkpoint(k + 1)
         after = sft_eval_loss(self.policy, batches[0], mb)
@@ -196,21 +269,32 @@ class SFTRecipe:
                    "first_batch_loss_before": history[0]["loss"], "first_batch_loss_after": after,
                    "data_file": self.data_file, **{f"data/{k}": v for k, v in self.counts.items()}}
         self.checkpoint_path = self.checkpoint(total)
-        (self.inputs.output_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2))
+        if self.inputs.leader:
+            (self.inputs.output_dir / "sft_summary.json").write_text(json.dumps(summary, indent=2))
         return summary
 
     def checkpoint(self, step: int) -> Path:
-        """Write ``<output_dir>/checkpoints/step_NNNNNN`` (:func:`~earthrl.models.checkpoint.save_checkpoint`)."""
-        with lifecycle.protected():  # a stop signal waits for the write to finish
-            path = save_checkpoint(self.inputs.output_dir / "checkpoints", step, self.policy.model, self.optimizer,
-                                   str(self.inputs.model_path), self.config_dict, keep=int(self.cfg.sft.keep_checkpoints))
-        print(f"checkpoint: {path}", flush=True)
+        """Write ``<output_dir>/checkpoints/step_NNNNNN`` (:func:`~earthrl.models.checkpoint.save_checkpoint`;
+        process 0 of a DeepSpeed job, with the adapter gathered and no optimizer state, since ZeRO partitions it
+        and an SFT checkpoint starts a run by its adapter only)."""
+        path = self.inputs.output_dir / "checkpoints" / f"step_{step:06d}"
+        with self.ds.full_adapter(self.policy) if self.ds is not None else contextlib.nullcontext():
+            if self.inputs.leader:
+                with lifecycle.protected():  # a stop signal waits for the write to finish
+                    path = save_checkpoint(self.inputs.output_dir / "checkpoints", step, self.policy.model,
+                                           self.optimizer, str(self.inputs.model_path), self.config_dict,
+                                           keep=int(self.cfg.sft.keep_checkpoints))
+        if self.ds is not None:
+            self.ds.barrier()
+        self.say(f"checkpoint: {path}")
         return path
 
     def cleanup(self) -> None:
-        """Finish wandb."""
+        """Finish wandb; leave a DeepSpeed job's process group."""
         if self.logger is not None:
             self.logger.finish()
+        if self.ds is not None:
+            self.ds.close()
 
 
 def run(cfg: DictConfig) -> dict:
@@ -219,6 +303,8 @@ def run(cfg: DictConfig) -> dict:
     try:
         recipe.setup(recipe.validate())
         summary = recipe.train()
+        if not recipe.inputs.leader:  # process 0 of a DeepSpeed job exports and reports
+            return summary
         if cfg.sft.export:
             summary["export"] = str(export_merged(recipe.checkpoint_path, recipe.inputs.output_dir / "export",
                                                   overwrite=True))

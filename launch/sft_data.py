@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.errors import ConfigError
+from earthrl.launch.compute import job_device
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.config_schema.algorithm import SamplingConfig
 from earthrl.launch.job_inputs import data_root
@@ -79,7 +80,7 @@ def _engine_teacher(cfg, tasks, root, ws, teacher, phrasing):
                               max_new_tokens=int(teacher["max_new_tokens"]))
     memory = job_budget(cfg, path, len(tasks) * int(teacher.get("samples", 1)), learner=False)
     runtime = RolloutRuntime(to_settings(cfg), path, root, ws / "workspaces", lora=None,
-                             kv_cache_gib=memory.kv if memory is not None else None)
+                             kv_cache_gib=memory.kv if memory is not None else None, device=job_device(cfg)[0])
     env = make_env(cfg, root, ws / "ws")
     try:
         trajs, _ = runtime.rollout(tasks, int(teacher.get("samples", 1)), 0, sampling, phrasing, int(cfg.seed),

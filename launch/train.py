@@ -3,9 +3,10 @@
 The recipe's skeleton is ``setup → train → export → cleanup``; one step of ``train`` is one call
 per stage: rollout (``rollout/runtime.py``) → score (``rewards/scoring.py``) → advantages
 (``algorithms/estimators.py``) → update (``algorithms/learner.py``) → push weights → log
-(``rollout/run_logger.py``) → held-out evaluation when due (:class:`HeldoutEval`) → checkpoint
-(``models/checkpoint.py``). :meth:`LocalGRPORecipe.validate` returns the job's :class:`TrainInputs`; the
-sampling stage returns a :class:`StepBatch` that the update and log stages take. Everything is configured by
+(``launch/step_batch.py`` on ``rollout/run_logger.py``) → held-out evaluation when due
+(``launch/heldout.py``) → checkpoint (``models/checkpoint.py``). :meth:`LocalGRPORecipe.validate` returns the
+job's :class:`TrainInputs`; the sampling stage returns a :class:`~earthrl.launch.step_batch.StepBatch` that the
+update and log stages take. Everything is configured by
 Hydra (``conf/``); see docs/training.md for overrides and sweeps.
 """
 
@@ -33,10 +34,13 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.envs.paths import model_dir
 from earthrl.launch import lifecycle
+from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
+from earthrl.launch.heldout import HeldoutEval
 from earthrl.launch.host_memory import HostBudget, job_budget, train_rows
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
 from earthrl.launch.machine_size import resolve_auto_sizes
+from earthrl.launch.step_batch import StepBatch, dump_rollouts, step_metrics
 from earthrl.launch.verl_config import verl_job
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 from earthrl.models.checkpoint import (
@@ -46,20 +50,15 @@ from earthrl.models.checkpoint import (
     load_adapter_weights,
     load_checkpoint,
     resolve_resume,
-    rng_state,
     save_checkpoint,
-    set_rng_state,
 )
-from earthrl.models.dtype import resolve_dtype
 from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
-from earthrl.rewards.metrics.report import build_report, write_report
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import FailureGuard, fault_counts
-from earthrl.rollout.run_logger import RunLogger, flat_metrics, format_step, log_internal_errors, truncate_logs
+from earthrl.rollout.run_logger import RunLogger, format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.runtime import RolloutRuntime
-from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,9 @@ class TrainInputs:
     heldout_tasks: list[dict]  # the first trainer.heldout.max_tasks of trainer.heldout.split; [] when .every is 0
     output_dir: Path  # the run folder, trainer.output_dir
     lora: dict  # the adapter's settings: model.lora overridden by algorithm.lora (merge_lora)
-    dtype: str  # the compute dtype model.dtype resolves to on this machine (learner and engine)
+    device: str  # "cpu" or "cuda": cluster.device resolved on this machine (learner and engine)
+    device_why: str  # why, for the start-up line
+    dtype: str  # the compute dtype model.dtype resolves to on this device (learner and engine)
     dtype_why: str  # why, for the start-up line
     resume_from: Path | None  # the checkpoint trainer.resume picked
     init_from: Path | None  # the checked trainer.init_from checkpoint, whose adapter starts the run
@@ -90,69 +91,6 @@ class TrainInputs:
             return None
         step = checkpoint_step(self.resume_from)
         return step if step >= steps else None
-
-
-@dataclass(frozen=True)
-class StepBatch:
-    """One step's sampled and scored trajectories (:meth:`LocalGRPORecipe.sample_batch`): what the update
-    and the log stages take."""
-
-    trajs: list  # the trajectories of every sampling round, in order (group_size per task)
-    scores: Scores  # one entry per trajectory
-    keep: list[int]  # indices into trajs of those the update uses (all of them without group filtering)
-    filter_metrics: dict[str, float]  # filter/kept_groups, …_all_correct_groups, …_all_wrong_groups, filter/rounds
-    #                                   with algorithm.filter_groups.enabled; else {}
-    engine_stats: dict  # the batching client's stats summed over the rounds (generate_s, generated_tokens, …)
-    score_s: float  # seconds spent scoring, part of the sampling's wall time
-
-
-@dataclass(frozen=True)
-class HeldoutEval:
-    """The held-out stage of the step loop (``trainer.heldout``): after every ``every``-th step and the last
-    one, the held-out tasks rolled out with the current weights, their report written to
-    ``<output_dir>/heldout/step_NNNNNN/`` and one console line."""
-
-    cfg: DictConfig  # trainer.heldout, trainer.steps, seed, env.action_format
-    tasks: list[dict]  # TrainInputs.heldout_tasks
-    output_dir: Path  # the run folder
-    runtime: RolloutRuntime  # holds the policy's current weights
-
-    def due(self, step: int) -> bool:
-        """Whether the held-out tasks run after step ``step`` (1-based)."""
-        every = int(self.cfg.trainer.heldout.every)
-        return every > 0 and (step % every == 0 or step == int(self.cfg.trainer.steps))
-
-    def after_step(self, bar, step: int) -> dict[str, float]:
-        """Evaluate when :meth:`due`, with one line on ``bar``; returns the ``heldout/…`` metrics ({} when not due)."""
-        if not self.due(step):
-            return {}
-        m = self.evaluate(step)
-        bar.write(f"held-out ({len(self.tasks)} {self.cfg.trainer.heldout.split} tasks): "
-                  f"accuracy {m.get('heldout/accuracy', 0.0):.1%}, EIR {m.get('heldout/eir', 0.0):.3f}, "
-                  f"turns {m.get('heldout/avg_turns', 0.0):.2f}")
-        return m
-
-    def evaluate(self, step: int) -> dict[str, float]:
-        """Roll out the held-out tasks with the current weights and write their report to
-        ``<output_dir>/heldout/step_NNNNNN/``; returns its metrics as ``heldout/…``. The RNG state is
-        restored afterwards: evaluating must not change what training does next (exact resume)."""
-        saved = rng_state()
-        try:
-            ho = self.cfg.trainer.heldout
-            trajs, _ = self.runtime.rollout(self.tasks, int(ho.samples), step, to_settings(ho.sampling), ho.phrasing,
-                                            int(self.cfg.seed), group_prefix="heldout/")
-            entries = [{"task_id": t.task_id, "mode": ho.phrasing, "action_format": self.cfg.env.action_format,
-                        "trajectory": t.to_dict()} for t in trajs]
-            report = build_report(entries, {t["id"]: t for t in self.tasks}, n_resamples=int(ho.bootstrap),
-                                  seed=int(self.cfg.seed))
-            folder = self.output_dir / "heldout" / f"step_{step:06d}"
-            folder.mkdir(parents=True, exist_ok=True)
-            with (folder / "trajectories.jsonl").open("w") as f:
-                f.writelines(json.dumps(e) + "\n" for e in entries)
-            write_report(report, folder, plots=False)
-            return flat_metrics(report, "heldout")
-        finally:
-            set_rng_state(saved)
 
 
 class LocalGRPORecipe:
@@ -193,7 +131,8 @@ class LocalGRPORecipe:
         cfg = self.cfg
         sized = resolve_auto_sizes(cfg)  # trainer.warm_start / trainer.steps = auto, by the dtype rule
         check_job_config(cfg, "train")
-        dtype, dtype_why = resolve_dtype(str(cfg.model.dtype))
+        device, device_why = job_device(cfg)
+        dtype, dtype_why = job_dtype(cfg, device)
         model = self.verl_dry_run_path() or model_path(cfg)
         root = data_root(cfg)
         spec = self.algorithm_spec()
@@ -225,7 +164,8 @@ class LocalGRPORecipe:
             warm_start_folder(cfg, str(preset))  # the preset exists
             warm_start = str(preset)
         return TrainInputs(model_path=model, data_root=root, spec=spec, tasks=tasks, heldout_tasks=heldout,
-                           output_dir=output_dir, lora=lora, dtype=dtype, dtype_why=dtype_why, resume_from=resume_from,
+                           output_dir=output_dir, lora=lora, device=device, device_why=device_why, dtype=dtype,
+                           dtype_why=dtype_why, resume_from=resume_from,
                            init_from=init_from, warm_start=warm_start, memory=memory, sized=tuple(sized))
 
     def verl_dry_run_path(self) -> Path | None:
@@ -280,19 +220,22 @@ class LocalGRPORecipe:
 
         if inputs.memory is not None:
             print(inputs.memory.line(), flush=True)
+        print(f"cluster.device={cfg.cluster.device} -> {inputs.device} ({inputs.device_why}); learner and engine",
+              flush=True)
         self.runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, out / "workspaces", inputs.lora,
-                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None)
+                                      kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
+                                      device=inputs.device)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
         print(f"model.dtype={cfg.model.dtype} -> {inputs.dtype} ({inputs.dtype_why}); learner and engine", flush=True)
         self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
-                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing))
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device)
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
                                            weight_decay=float(alg.weight_decay))
         self.learner = Learner(self.policy, self.optimizer, POLICY_LOSSES.lookup(inputs.spec.loss.name), LearnerConfig(
             loss=inputs.spec.loss, loss_inputs=inputs.spec.loss_inputs, ppo_epochs=int(alg.ppo_epochs),
             micro_batch_size=int(alg.micro_batch_size), grad_clip=float(alg.grad_clip),
-            temperature=float(alg.sampling.temperature)))
+            temperature=float(alg.sampling.temperature), correction=inputs.spec.correction))
         if inputs.resume_from is not None:
             self.start_step = load_checkpoint(inputs.resume_from, self.policy.model, self.optimizer)
             print(f"resumed from {inputs.resume_from} (step {self.start_step})", flush=True)
@@ -409,6 +352,8 @@ class LocalGRPORecipe:
             return {"logprob_diff": 0.0, "skipped_update": 1.0}, 0.0
         loss_m = self.learner.update(pack([batch.trajs[i] for i in batch.keep], [advantages[i] for i in batch.keep],
                                           self.learner.cfg), before_step=partial(kill_point, "update", step))
+        if self.inputs.device == "cuda":  # the caching allocator's free blocks back to the card: vLLM wakes next
+            torch.cuda.empty_cache()
         t_sync = time.perf_counter()
         self.runtime.push_lora(self.policy.adapter_state_dict())
         return loss_m, time.perf_counter() - t_sync
@@ -418,9 +363,9 @@ class LocalGRPORecipe:
         """The log stage of a step: its trajectories to rollouts.jsonl and internal_errors.jsonl, one console
         line. Returns the step's metrics (the step loop adds the held-out stage's and sends them to
         metrics.jsonl and wandb)."""
-        m = {**self.step_metrics(batch, advantages, loss_m, times), **fault_counts(batch.trajs),
+        m = {**step_metrics(batch, advantages, loss_m, times), **fault_counts(batch.trajs),
              **batch.filter_metrics}
-        self.dump_rollouts(step, batch)
+        dump_rollouts(self.inputs.output_dir / "rollouts.jsonl", step, batch)
         log_internal_errors(self.inputs.output_dir, step, batch.trajs)
         bar.write(format_step(step, int(self.cfg.trainer.steps), m))
         return m
@@ -434,55 +379,6 @@ class LocalGRPORecipe:
                                        str(self.inputs.model_path), self.config_dict,
                                        keep=int(cfg.trainer.keep_checkpoints))
             bar.write(f"checkpoint: {path}")
-
-    @staticmethod
-    def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict, times: dict[str, float]) -> dict:
-        """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, and the time split
-        under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
-        ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
-        ``weight_sync`` (LoRA push) and the whole ``step``."""
-        trajs, scores, engine_stats = batch.trajs, batch.scores, batch.engine_stats
-        kept = [i for i, t in enumerate(trajs) if not t.faulted]
-        agent = [trajs[i] for i in kept]
-        agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
-        gen_s = engine_stats["generate_s"]
-        turns = sum(t.num_turns for t in agent)
-        turn_rewards = [r for i in kept for r in scores.turn_rewards[i]]
-        groups = {t.group for t in trajs}
-        signal = {trajs[i].group for i, a in enumerate(advantages) if bool(a.abs().sum() > 0)}
-        accounting = local_accounting(times, engine_stats["generated_tokens"], gen_s)
-        return {
-            "advantage/groups": float(len(groups)),
-            "advantage/nonzero_groups": float(len(signal)),
-            "reward/mean": float(agent_rewards.mean()),
-            "reward/std": float(agent_rewards.std(unbiased=False)),
-            **({"reward/turn_mean": sum(turn_rewards) / len(turn_rewards)} if turn_rewards else {}),
-            "advantage/abs_mean": sum(float(a.abs().sum()) for a in advantages)
-            / max(sum(t.generated_tokens for t in agent), 1),
-            "eval/accuracy": sum(scores.correct[i] for i in kept) / max(len(agent), 1),
-            "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
-            "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
-            "rollout/mean_turns": turns / max(len(agent), 1),
-            "rollout/faulted": float(len(trajs) - len(agent)),
-            "rollout/logprob_diff": loss_m.pop("logprob_diff"),
-            "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
-            **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
-            "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process
-            **accounting,
-            **{f"loss/{k}": v for k, v in loss_m.items()},
-        }
-
-    def dump_rollouts(self, step: int, batch: StepBatch) -> None:
-        """Append the step's trajectories (text, tool calls) with their scores to rollouts.jsonl."""
-        scores = batch.scores
-        with (self.inputs.output_dir / "rollouts.jsonl").open("a") as f:
-            for i, t in enumerate(batch.trajs):
-                f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
-                                    "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
-                                    "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
-                                    "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
-                                               "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
-                                               "subgoal": u.subgoal, "verdict": u.verdict} for u in t.turns]}) + "\n")
 
     # ------------------------------------------------------------- finishing
     def cleanup(self) -> None:

@@ -4,8 +4,12 @@
 (``verl/trainer/config/_generated_ppo_trainer.yaml``, no Hydra needed), sets every key EarthRL maps
 (model + LoRA with ``lora.merge=False``: adapter-only sync to vLLM; FSDP2; vLLM async rollout with
 ``n = algorithm.group_size``; EarthRL's agent loop, estimator, loss and reward; DAPO
-``filter_groups`` on the outcome metric ``acc``; the cluster's GPUs and nodes), merged in struct mode
-so that a key verl does not have is an error, and adds the ``earthrl`` section the agent loop reads.
+``filter_groups`` on the outcome metric ``acc``; ``algorithm.rollout_correction`` from EarthRL's
+(:meth:`~earthrl.algorithms.rollout_correction.RolloutCorrection.verl_keys`); the cluster's GPUs and nodes), merged in struct mode
+so that a key verl does not have is an error, and adds what EarthRL's code inside verl reads: the
+``earthrl`` section (the agent loop), ``algorithm.earthrl_advantage`` (the run's ``algorithm.advantage``,
+for the estimators) and the ``EARTHRL_POLICY_LOSS`` variable of every Ray worker (the run's
+``algorithm.policy_loss``, for the losses; :mod:`earthrl.algorithms.verl_plugin`).
 :func:`run_verl` prints the config (``trainer.verl_dry_run=true`` stops there) and starts verl's
 ``main_ppo`` in the trainer's Ray cluster; without CUDA it stops with one line, since verl's trainer
 has no CPU rollout backend.
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import to_settings
 from earthrl.models.lora import merge_lora
@@ -55,6 +60,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     Raises:
         ConfigError: a mapped key verl 0.9.1 does not have (names it), or settings verl refuses.
     """
+    from earthrl.algorithms.verl_plugin import ADVANTAGE_KEY, POLICY_LOSS_ENV  # lazy: imports verl
     from earthrl.algorithms.verl_reward import __file__ as reward_file  # lazy: imports the rewards stack
 
     alg, cl, v = cfg.algorithm, cfg.cluster, cfg.cluster.verl
@@ -91,7 +97,9 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
         "algorithm": {"adv_estimator": f"earthrl_{alg.estimator}",
                       "norm_adv_by_std_in_grpo": bool(alg.advantage.norm_by_std), "use_kl_in_reward": False,
                       "filter_groups": {"enable": bool(alg.filter_groups.enabled), "metric": "acc",
-                                        "max_num_gen_batches": int(alg.filter_groups.max_rounds)}},
+                                        "max_num_gen_batches": int(alg.filter_groups.max_rounds)},
+                      "rollout_correction": RolloutCorrection.from_mapping(
+                          OmegaConf.to_container(alg.rollout_correction, resolve=True)).verl_keys()},
         "reward": {"custom_reward_function": {"path": str(reward_file), "name": "compute_score"}},
         "trainer": {"n_gpus_per_node": int(v.n_gpus_per_node), "nnodes": int(v.nnodes), "use_v1": False,
                     "total_training_steps": int(cfg.trainer.steps), "save_freq": int(cfg.trainer.save_every),
@@ -106,7 +114,10 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     except Exception as exc:  # noqa: BLE001 - omegaconf's key errors are several classes
         raise ConfigError(f"verl config: {str(exc).splitlines()[0]} (the installed verl is not 0.9.1?)") from None
     OmegaConf.set_struct(merged, False)
-    merged.ray_kwargs.ray_init.runtime_env.env_vars = {"VERL_USE_EXTERNAL_MODULES": VERL_MODULES}
+    merged.ray_kwargs.ray_init.runtime_env.env_vars = {
+        "VERL_USE_EXTERNAL_MODULES": VERL_MODULES,
+        POLICY_LOSS_ENV: json.dumps(OmegaConf.to_container(loss, resolve=True), sort_keys=True)}
+    merged.algorithm[ADVANTAGE_KEY] = OmegaConf.to_container(alg.advantage, resolve=True)
     timeout = cfg.env.get("step_timeout_s")
     merged.earthrl = {"data_root": str(data_root), "workspace_root": str(out_dir / "workspaces"), "env": env,
                       "num_workers": int(cfg.env.num_workers), "step_timeout_s": timeout,

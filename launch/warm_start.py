@@ -6,7 +6,7 @@ Every seed starts RL from a supervised model (RS-Claw-Evolution §4: SFT, then R
 and cluster settings into ``$EARTHRL_HOME/warm_start/<model>-<format>-<key>/`` and starts GRPO from
 its checkpoint; a later run with the same settings reuses it. The cache key is a hash of what changes
 the SFT result: the preset file's text and the SFT command's model (with the dtype ``model.dtype=auto``
-resolves to on this machine), task-suite and env overrides. Engine, memory and cluster settings
+resolves to on this machine's ``cluster.device``), task-suite and env overrides. Engine, memory and cluster settings
 (``cluster.*``) are passed to the SFT run but are not in the key: changing them reuses the warm start.
 """
 
@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import earthrl_home
+from earthrl.launch.compute import job_dtype
 from earthrl.launch.job_inputs import clear_unfinished_sft
 from earthrl.launch.override_text import CONF_DIR, as_overrides, presets
 from earthrl.models.checkpoint import list_checkpoints
@@ -71,11 +72,9 @@ def cache_key(cfg: DictConfig, preset: str) -> str:
     Raises:
         ConfigError: ``trainer.warm_start`` names no ``conf/sft`` preset (lists them).
     """
-    from earthrl.models.dtype import resolve_dtype  # lazy: torch when model.dtype=auto
-
     file = preset_file(preset, "trainer.warm_start")
     keyed = [o for o in sft_overrides(cfg, preset, Path(".")) if not o.startswith(("cluster.", "sft.output_dir="))]
-    dtype = resolve_dtype(str(cfg.model.dtype))[0]
+    dtype = job_dtype(cfg)[0]  # on cluster.device's device
     return hashlib.sha256("\n".join([file.read_text(), *keyed, f"dtype={dtype}"]).encode()).hexdigest()
 
 

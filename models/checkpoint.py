@@ -39,7 +39,7 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
 
 
-def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.Optimizer,
+def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.Optimizer | None,
                     base_model: str, config: dict, keep: int = 2) -> Path:
     """Write checkpoint ``root/step_<step>`` atomically and prune old ones.
 
@@ -47,7 +47,8 @@ def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.
         root: the run's checkpoints folder.
         step: number of completed optimizer steps.
         policy_model: the peft model (its adapter is saved).
-        optimizer: its state is saved for exact resumption.
+        optimizer: its state is saved for exact resumption; None saves none (a DeepSpeed SFT job, whose ZeRO
+            optimizer state is partitioned over its processes: the checkpoint starts a run by its adapter only).
         base_model: path of the base HF folder (for export and resume).
         config: the resolved run config (plain dict).
         keep: newest complete checkpoints to keep (older ones are removed).
@@ -62,7 +63,8 @@ def save_checkpoint(root: Path, step: int, policy_model, optimizer: torch.optim.
     tmp.mkdir()
     policy_model.save_pretrained(str(tmp / "adapter"))
     kill_point("checkpoint", step)  # test hook: a kill in the middle of the write (kill-anywhere resume)
-    torch.save({"optimizer": optimizer.state_dict(), "step": step, "rng": rng_state()}, tmp / "trainer_state.pt")
+    torch.save({"optimizer": optimizer.state_dict() if optimizer is not None else None, "step": step, "rng": rng_state()},
+               tmp / "trainer_state.pt")
     (tmp / "meta.json").write_text(json.dumps({"base_model": base_model, "step": step, "config": config}, indent=2))
     if final.exists():
         shutil.rmtree(final)
@@ -142,9 +144,17 @@ def load_adapter_weights(path: Path, policy_model) -> None:
 
 
 def load_checkpoint(path: Path, policy_model, optimizer: torch.optim.Optimizer) -> int:
-    """Load adapter weights, optimizer and RNG state; returns the completed step count."""
-    load_adapter_weights(path, policy_model)
+    """Load adapter weights, optimizer and RNG state; returns the completed step count.
+
+    Raises:
+        ValueError: the checkpoint has no optimizer state (a DeepSpeed SFT checkpoint: start from it with
+            ``trainer.init_from``).
+    """
     state = torch.load(path / "trainer_state.pt", weights_only=False)
+    if state["optimizer"] is None:
+        raise ValueError(f"{path} holds no optimizer state (a DeepSpeed SFT checkpoint), so it cannot be resumed: "
+                         f"start a run from its adapter with trainer.init_from={path}")
+    load_adapter_weights(path, policy_model)
     optimizer.load_state_dict(state["optimizer"])
     set_rng_state(state["rng"])
     return int(state["step"])

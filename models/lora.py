@@ -44,12 +44,15 @@ def _plain(node: Any) -> dict:
 
 
 def lora_config(
-    rank: int = 16,
-    alpha: int = 32,
-    dropout: float = 0.05,
+    rank: int,
+    alpha: float,
+    dropout: float,
     target_modules: Sequence[str] | None = None,
 ) -> LoraConfig:
     """Build a causal-LM ``peft.LoraConfig`` (scaling = alpha / rank).
+
+    ``rank``, ``alpha`` and ``dropout`` are required: their defaults live once, in the config schema
+    (``model.lora``; from Python, ``lora_config(**earthrl.launch.config_schema.defaults("model.lora"))``).
 
     Args:
         rank: LoRA rank r (> 0).

@@ -105,24 +105,29 @@ class Policy:
     Args:
         model_path: base Hugging Face folder.
         lora: ``{"rank", "alpha", "dropout", "target_modules"}`` (see :func:`earthrl.models.lora.lora_config`).
-        dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`).
+        dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`; ``auto``
+            follows ``device``).
         gradient_checkpointing: trade compute for memory in the backward pass.
         logit_chunk: rows of the LM head per float32 logsumexp chunk.
         min_shared_prefix: rows of a batch that share at least this many leading tokens go through
             the decoder packed, the prefix once (:func:`packed_layout`); 0 disables.
+        device: "cpu" or "cuda" (resolved by the launcher, :func:`earthrl.models.device.resolve_device`): where
+            the weights live and the forward runs. Inputs may be on any device: log-probabilities come back on
+            the inputs' device (B × T floats), so the losses run unchanged beside a CUDA model.
 
     Raises:
         FileNotFoundError: if ``model_path`` does not exist.
     """
 
     def __init__(self, model_path: str, lora: dict, dtype: str = "auto",
-                 gradient_checkpointing: bool = True, logit_chunk: int = 256, min_shared_prefix: int = 32) -> None:
+                 gradient_checkpointing: bool = True, logit_chunk: int = 256, min_shared_prefix: int = 32,
+                 device: str = "cpu") -> None:
         from transformers import AutoModelForCausalLM
 
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
-        self.dtype = resolve_dtype(dtype)[0]
-        base = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype))
+        self.dtype = resolve_dtype(dtype, cuda=str(device).startswith("cuda"))[0]
+        base = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype)).to(device)
         if gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             base.enable_input_require_grads()
@@ -150,9 +155,13 @@ class Policy:
             temperature: the rollout temperature (logits are divided by it, as in sampling).
 
         Returns:
-            (B, T) float32; entry [b, t] is the log-probability of ``input_ids[b, t]`` where
-            ``response_mask[b, t] == 1`` and 0 elsewhere (position 0 is never a response token).
+            (B, T) float32 on ``input_ids``' device; entry [b, t] is the log-probability of ``input_ids[b, t]``
+            where ``response_mask[b, t] == 1`` and 0 elsewhere (position 0 is never a response token). The
+            gradient flows back through the copy from the model's device.
         """
+        caller = input_ids.device
+        here = self.model.get_input_embeddings().weight.device  # the model's device (DeepSpeed may have moved it)
+        input_ids, attention_mask, response_mask = (t.to(here) for t in (input_ids, attention_mask, response_mask))
         base = self.model.get_base_model()
         target = response_mask[:, 1:].bool()  # tokens 1..T-1 predicted from positions 0..T-2
         labels = input_ids[:, 1:][target]  # (K,)
@@ -170,7 +179,7 @@ class Policy:
             full = torch.zeros(target.shape, dtype=torch.float32, device=input_ids.device)
             full = full.masked_scatter(target, torch.cat(pieces))
             out = torch.cat([torch.zeros_like(out[:, :1]), full], dim=1)
-        return out
+        return out.to(caller)
 
     def _hidden_rows(self, decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      response_mask: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

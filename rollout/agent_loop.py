@@ -143,8 +143,9 @@ class BatchingEngineClient:
 
 
 # StepResult fields copied onto the Turn when the environment sets them (hierarchical role,
-# routed sub-goal, every tool call of a codeact turn, the step verifier's verdict)
-TURN_FIELDS_FROM_ENV = ("role", "subgoal", "tool_calls", "verdict", "verdict_reasons")
+# routed sub-goal, every tool call of a codeact turn, the step verifier's verdict, the anchor state
+# at the turn's start)
+TURN_FIELDS_FROM_ENV = ("role", "subgoal", "tool_calls", "verdict", "verdict_reasons", "anchor")
 
 
 @dataclass(frozen=True)

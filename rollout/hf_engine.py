@@ -18,6 +18,9 @@ from earthrl.models.dtype import resolve_dtype
 class SamplingParams:
     """Sampling settings of one generate call.
 
+    ``max_new_tokens``, ``temperature`` and ``top_p`` are required: their defaults live once, in the
+    config schema (``earthrl.launch.config_schema.defaults("algorithm.sampling")`` gives them).
+
     Attributes:
         max_new_tokens: cap on generated tokens per request (one assistant turn).
         temperature: softmax temperature; 0 means greedy.
@@ -28,9 +31,9 @@ class SamplingParams:
             ``max_new_tokens`` tokens (vLLM's ``ignore_eos``; the HF engine suppresses the stop ids).
     """
 
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_new_tokens: int
+    temperature: float
+    top_p: float
     seed: int = 0
     ignore_eos: bool = False
 
@@ -51,11 +54,12 @@ class HFEngine:
         stop_strings: texts that end a turn too (the action format's closing tag, e.g.
             ``"</tool_call>"``), whether emitted as a special token or as plain text.
         dtype: "auto", "bfloat16", "float16" or "float32" (:func:`earthrl.models.dtype.resolve_dtype`,
-            the learner's rule).
+            the learner's rule; ``auto`` follows ``device``).
         num_threads: torch intra-op threads in this process.
         min_shared_prefix: when the prompts of a batch share at least this many leading
             tokens (the system prompt with the tool schemas), their KV cache is computed once
             and reused by every row and by later calls until the weights change; 0 disables.
+        device: "cpu" or "cuda" (resolved by the launcher, :func:`earthrl.models.device.resolve_device`).
 
     Raises:
         FileNotFoundError: if ``model_path`` does not exist.
@@ -63,7 +67,7 @@ class HFEngine:
 
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
                  stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
-                 min_shared_prefix: int = 64) -> None:
+                 min_shared_prefix: int = 64, device: str = "cpu") -> None:
         from pathlib import Path
 
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -71,7 +75,9 @@ class HFEngine:
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
         torch.set_num_threads(num_threads)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, resolve_dtype(dtype)[0])).eval()
+        self.device = torch.device(device)
+        resolved = resolve_dtype(dtype, cuda=self.device.type == "cuda")[0]
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, resolved)).to(self.device).eval()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path) if stop_strings else None
         self.stop_strings = list(stop_strings or [])
         self.lora_scaling = float(lora["alpha"]) / float(lora["rank"]) if lora else None
@@ -109,6 +115,7 @@ class HFEngine:
             attention[i, shared + width - (len(p) - shared):] = 1
         width = input_ids.shape[1]
         greedy = params.temperature <= 0
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
         with torch.inference_mode():
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=attention, max_new_tokens=params.max_new_tokens,
@@ -156,7 +163,7 @@ class HFEngine:
 
         key = tuple(prefix)
         if self._prefix is None or self._prefix[0] != key:
-            ids = torch.tensor([prefix], dtype=torch.long)
+            ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
             out = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=True)
             self._prefix = (key, out.past_key_values)
         cache = copy.deepcopy(self._prefix[1])
@@ -204,7 +211,7 @@ class HFEngine:
             if name not in self._base_weights:
                 self._base_weights[name] = layer.weight.detach().clone()
             w0 = self._base_weights[name]
-            delta = (b.float() @ a.float()) * self.lora_scaling
+            delta = (b.to(w0.device, torch.float32) @ a.to(w0.device, torch.float32)) * self.lora_scaling
             layer.weight.copy_((w0.float() + delta).to(w0.dtype))
             updated += 1
         return updated
@@ -213,9 +220,22 @@ class HFEngine:
         """Liveness check for the actor."""
         return True
 
+    def sleep(self) -> bool:
+        """Called after each rollout (the engine contract, :meth:`earthrl.rollout.vllm_engine.VLLMEngine.sleep`):
+        this engine keeps its weights where they are and holds no KV cache between calls. Returns False
+        (nothing released)."""
+        return False
+
+
+def actor_options(device: str) -> dict:
+    """Ray actor options of a rollout engine on ``device``: 0 logical CPUs (threads are set explicitly) and,
+    on ``cuda``, one GPU, which makes Ray set the actor's ``CUDA_VISIBLE_DEVICES`` (Ray docs, "GPU support").
+    The learner in the driver shares that GPU outside Ray's accounting."""
+    return {"num_cpus": 0, "num_gpus": 1 if device == "cuda" else 0, "max_restarts": 0}
+
 
 def make_engine_actor(**kwargs):
-    """Start :class:`HFEngine` as a Ray actor (0 logical CPUs: threads are set explicitly)."""
+    """Start :class:`HFEngine` as a Ray actor (:func:`actor_options`)."""
     import ray
 
-    return ray.remote(num_cpus=0, max_restarts=0)(HFEngine).remote(**kwargs)
+    return ray.remote(**actor_options(kwargs.get("device", "cpu")))(HFEngine).remote(**kwargs)

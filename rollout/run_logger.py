@@ -18,6 +18,14 @@ from earthrl.rollout.faults import format_faults
 # JSONL logs of a run folder whose lines carry the step they belong to
 STEP_LOGS = ("metrics.jsonl", "rollouts.jsonl", "internal_errors.jsonl")
 
+LOGGED_AS = {"is_weight_mean": "rollout_corr/rollout_is_mean",
+             "is_truncated_frac": "rollout_corr/rollout_is_ratio_fraction_high",
+             "masked_seq_frac": "rollout_corr/rollout_rs_seq_masked_fraction",
+             "logprob_diff": "rollout/logprob_diff"}
+"""The run's metric name of each rollout-correction metric of the learner
+(``earthrl.algorithms.rollout_correction.CorrectionStats.metrics``): verl 0.9.1's ``rollout_corr/*`` name where
+verl logs the same quantity (``trainer/ppo/rollout_corr_helper.py``), so that both backends' runs compare."""
+
 
 def truncate_logs(output_dir: Path, step: int) -> int:
     """Drop the lines of steps after ``step`` from the run folder's :data:`STEP_LOGS` (each file
@@ -135,7 +143,16 @@ def format_step(step: int, total: int, m: dict) -> str:
             f"| err-turn {100 * m['rollout/error_turn_rate']:.1f}% | turns {m['rollout/mean_turns']:.2f} "
             f"| {m['perf/gen_tokens_per_s']:.1f} tok/s | step {m['time/step_s']:.0f}s = rollout {m['time/rollout_s']:.0f}s "
             f"(generate {m['time/generate_s']:.0f}s, env+other {m['time/env_s']:.0f}s){reward} + update {m['time/update_s']:.0f}s"
-            + sync + format_signal(m) + format_faults(m))
+            + sync + format_signal(m) + format_correction(m) + format_faults(m))
+
+
+def format_correction(m: dict) -> str:
+    """``| IS w 1.003, 0.4% cut`` (the mean rollout-correction weight and the share cut to the cap), plus
+    ``, 12% seqs masked`` when the band dropped sequences; empty without those metrics (a skipped update)."""
+    mean, cut, masked = (m.get(LOGGED_AS[k]) for k in ("is_weight_mean", "is_truncated_frac", "masked_seq_frac"))
+    if mean is None:
+        return ""
+    return f" | IS w {mean:.3f}, {100 * cut:.1f}% cut" + (f", {100 * masked:.0f}% seqs masked" if masked else "")
 
 
 def format_signal(m: dict) -> str:

@@ -107,10 +107,13 @@ class RolloutRuntime:
         lora: ``{"rank", "alpha", …}`` of the adapter the engine will receive, or None (no adapter).
         kv_cache_gib: the vLLM engine's KV cache on CPU (GiB), as the launcher's memory plan derived it
             (``launch/host_memory``); None: the engine's default.
+        device: "cpu" or "cuda", ``cluster.device`` as the launcher resolved it
+            (:func:`earthrl.models.device.resolve_device`): where the engine computes (on ``cuda`` it gets one
+            of Ray's GPUs and, vLLM, sleeps between rollouts: :meth:`rollout`).
     """
 
     def __init__(self, settings, model_path: Path, data_root: Path, workspace_root: Path,
-                 lora: dict | None, kv_cache_gib: float | None = None) -> None:
+                 lora: dict | None, kv_cache_gib: float | None = None, device: str = "cpu") -> None:
         import ray
         from transformers import AutoTokenizer
 
@@ -124,8 +127,13 @@ class RolloutRuntime:
         eos = self.tokenizer.eos_token_id
         stop_ids = [self.codec.eos_id] + ([eos] if eos is not None and eos != self.codec.eos_id else [])
         if not ray.is_initialized():
+            gpus = None
+            if device == "cuda":  # the engine actor asks Ray for one; Ray's own detection is not relied on
+                import torch  # lazy: torch at import; config checks import this module
+
+                gpus = torch.cuda.device_count()
             with keep_stop_handlers():  # Ray's SIGTERM handler would bypass the run's clean stop
-                ray.init(num_cpus=int(cluster.num_cpus), include_dashboard=False, log_to_driver=True,
+                ray.init(num_cpus=int(cluster.num_cpus), num_gpus=gpus, include_dashboard=False, log_to_driver=True,
                          object_store_memory=int(cluster.object_store_memory_mb) * 2**20,
                          configure_logging=False)
         self.engine_name, why = resolve_engine(cluster.engine, str(cluster.vllm.python))
@@ -136,7 +144,8 @@ class RolloutRuntime:
             options["kv_cache_gib"] = float(kv_cache_gib)
         self._start_engine = lambda: make_engine(
             self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
-            stop_strings=list(env.stop_strings), dtype=settings.model.dtype, num_threads=int(cluster.torch_threads))
+            stop_strings=list(env.stop_strings), dtype=settings.model.dtype, num_threads=int(cluster.torch_threads),
+            device=device)
         self.engine = self._start_engine()
         self._lora_state: dict | None = None
         self.engine_restarts = 0
@@ -183,7 +192,9 @@ class RolloutRuntime:
         Returns:
             (trajectories grouped by task in order, engine stats of the batching client). Faults
             mark their trajectories (:attr:`~earthrl.rollout.trajectory.Trajectory.failure`); a
-            dead engine is restarted with the current weights and the rollout goes on.
+            dead engine is restarted with the current weights and the rollout goes on. Afterwards the
+            engine sleeps (``sleep()``: vLLM on a GPU frees the card for the learner and wakes at the next
+            generate; the other engines do nothing).
         """
         # lazy: torch at import; config checks import this module
         from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
@@ -207,7 +218,20 @@ class RolloutRuntime:
                                            group_prefix=group_prefix)
             return trajs, client.stats()
 
-        return run_until_stopped(go())
+        out = run_until_stopped(go())
+        self.sleep_engine()
+        return out
+
+    def sleep_engine(self) -> None:
+        """The engine's ``sleep()`` after a rollout (the engine contract; vLLM on a GPU frees the card). An engine
+        that died since is left to the next rollout, whose batching client restarts it; an engine that
+        refuses to sleep raises."""
+        import ray  # lazy: Ray at start
+
+        try:
+            ray.get(self.engine.sleep.remote())
+        except ray.exceptions.RayActorError:
+            pass
 
     @staticmethod
     def shutdown(workspace_root: Path | None = None) -> None:

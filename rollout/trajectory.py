@@ -31,6 +31,10 @@ class Turn:
             ``{"name", "arguments", "error": bool, "error_kind"}`` (a codeact turn may run several).
         verdict: step verifier's ``"pass"``/``"uncertain"``/``"fail"`` (HiRS step verification), or None.
         verdict_reasons: why the verifier decided so.
+        anchor: the environment's anchor state when the turn started (16 hex digits: the task and the
+            set of its artifacts by lineage, :mod:`earthrl.envs.core.anchor`); turns of different
+            episodes with equal anchors form GiGPO's step groups. "" when unknown (records written
+            before anchors existed).
     """
 
     response_ids: list[int]
@@ -47,6 +51,7 @@ class Turn:
     tool_calls: list[dict] = field(default_factory=list)
     verdict: str | None = None
     verdict_reasons: list[str] = field(default_factory=list)
+    anchor: str = ""
 
 
 # fields that records written before the scoring stage existed carry; read back, they are dropped

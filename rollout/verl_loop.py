@@ -17,8 +17,9 @@ with :func:`to_agent_loop_output`:
   mask: it is left out of the loss, as on the local backend;
 - ``extra_fields``: ``earthrl_turns`` (per assistant turn: ``role``, ``error``, ``error_kind``,
   ``step`` (index among the turns of the same role), ``span`` ([start, end) in response coordinates,
-  None when cut off) and ``group`` = ``"<uid>/<role>/<step>"``, the composite id of HiRS's
-  (task, step) grouping where verl only knows ``uid``), ``earthrl_group`` (the trajectory's group,
+  None when cut off), ``group`` = ``"<uid>/<role>/<step>"``, the composite id of HiRS's
+  (task, step) grouping where verl only knows ``uid``, and ``anchor``, the anchor state at the
+  turn's start for GiGPO's step groups), ``earthrl_group`` (the trajectory's group,
   the ``uid``), ``earthrl_failure``, ``earthrl_trajectory`` (``Trajectory.to_dict()``, read by the
   reward function :func:`earthrl.algorithms.verl_reward.compute_score`), ``earthrl_task`` and
   ``earthrl_algorithm`` (the ``algorithm`` config, so that the reward function scores as the local
@@ -106,7 +107,7 @@ class ServerManagerEngine:
 
 
 def turn_records(traj: Trajectory, uid: str, response_length: int) -> list[dict]:
-    """Per-turn role / error / step / span / composite group of a trajectory (see module doc)."""
+    """Per-turn role / error / step / span / composite group / anchor of a trajectory (see module doc)."""
     seen: dict[str, int] = {}
     records, offset = [], len(traj.prompt_ids)
     for (start, end), turn in zip(traj.turn_spans(), traj.turns):
@@ -114,7 +115,8 @@ def turn_records(traj: Trajectory, uid: str, response_length: int) -> list[dict]
         seen[turn.role] = step + 1
         s, e = start - offset, min(end - offset, response_length)
         records.append({"role": turn.role, "error": bool(turn.error), "error_kind": turn.error_kind, "step": step,
-                        "span": [s, e] if e > s else None, "group": f"{uid}/{turn.role}/{step}"})
+                        "span": [s, e] if e > s else None, "group": f"{uid}/{turn.role}/{step}",
+                        "anchor": turn.anchor})
     return records
 
 

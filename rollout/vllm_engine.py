@@ -14,7 +14,13 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
   recomputed;
 - LoRA is adapter-only: every :meth:`VLLMEngine.set_lora_weights` writes the adapter (peft
   layout, the learner's ``lora_alpha``) to a fresh folder and the next ``generate`` loads it
-  under a new LoRA id; the base weights are never reloaded and the engine never restarts.
+  under a new LoRA id; the base weights are never reloaded and the engine never restarts;
+- on a CUDA GPU the engine shares the card with the learner (the local backend: one GPU, no verl). It is
+  built with vLLM's sleep mode (``enable_sleep_mode=True``; vLLM docs, "Sleep Mode"): :meth:`VLLMEngine.sleep`
+  after each rollout puts it to sleep at level 1 (weights offloaded to CPU memory, KV cache discarded, the
+  prefix cache reset first) so that the learner's update has the card, and the next ``generate`` wakes it
+  (``wake_up``) before it runs. ``gpu_memory_utilization`` is its share of the card while awake. On the
+  CPU nothing changes: vLLM's CPU backend has no sleep mode.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import torch
 
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
-from earthrl.rollout.hf_engine import SamplingParams
+from earthrl.rollout.hf_engine import SamplingParams, actor_options
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
@@ -70,6 +76,20 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
     return folder
 
 
+def worker_options(model_path: str, *, dtype: str, max_model_len: int, lora: dict | None, kv_cache_gib: float,
+                   gpu_memory_utilization: float, enforce_eager: bool, device: str) -> list[str]:
+    """The engine process's command-line options (:func:`earthrl.rollout.vllm_worker.parser`) for a
+    :class:`VLLMEngine` of these arguments: on ``cuda`` ``--gpu-memory-utilization`` and ``--sleep-mode``
+    (no explicit KV cache: ``--kv-cache-gib 0``); on ``cpu`` the explicit ``--kv-cache-gib``. ``dtype`` is
+    resolved for ``device`` (:func:`earthrl.models.dtype.resolve_dtype`)."""
+    on_gpu = device == "cuda"
+    args = ["--model", model_path, "--dtype", resolve_dtype(dtype, cuda=on_gpu)[0],
+            "--max-model-len", str(max_model_len), "--lora-rank", str(int(lora["rank"]) if lora else 0),
+            "--kv-cache-gib", str(0.0 if on_gpu else kv_cache_gib),
+            "--gpu-memory-utilization", str(gpu_memory_utilization)]
+    return args + ["--enforce-eager"] * bool(enforce_eager) + ["--sleep-mode"] * on_gpu
+
+
 class VLLMEngine:
     """Batched generation with per-token logprobs from vLLM in a separate engine process.
 
@@ -87,6 +107,9 @@ class VLLMEngine:
             the model, dtype, batch and ``max_model_len``).
         gpu_memory_utilization: on GPU, vLLM's fraction of the card.
         enforce_eager: skip graph capture / compilation (faster start, for tests).
+        device: "cpu" or "cuda" (resolved by the launcher, :func:`earthrl.models.device.resolve_device`): on
+            ``cuda`` the engine process gets the GPU Ray assigned to the actor and runs in sleep mode (module
+            doc); on ``cpu`` it sees no GPU (``CUDA_VISIBLE_DEVICES=""``) and gets an explicit KV cache.
         startup_timeout_s: how long to wait for the model to load.
         log_path: where the engine process writes its output (a file in the engine's temporary
             folder, removed by :meth:`close`, if None).
@@ -100,7 +123,7 @@ class VLLMEngine:
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
                  stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
                  python: str = "auto", max_model_len: int = 8192, kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
-                 gpu_memory_utilization: float = 0.5, enforce_eager: bool = False,
+                 gpu_memory_utilization: float = 0.5, enforce_eager: bool = False, device: str = "cpu",
                  startup_timeout_s: float = 900.0, log_path: str | None = None) -> None:
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
@@ -116,19 +139,17 @@ class VLLMEngine:
         self._lora_version = 0
         self._lora_dir: Path | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="earthrl-vllm-"))
-        on_gpu = torch.cuda.is_available()
+        self.sleep_mode = device == "cuda"  # colocated with the learner on one GPU: sleep between rollouts
         address = str(self._tmp / "engine.sock")
         self.log_path = Path(log_path) if log_path else self._tmp / "engine.log"
-        args = [exe, str(WORKER), "--address", address, "--model", model_path,
-                "--dtype", resolve_dtype(dtype)[0], "--max-model-len", str(max_model_len),
-                "--lora-rank", str(int(lora["rank"]) if lora else 0),
-                "--kv-cache-gib", str(0.0 if on_gpu else kv_cache_gib),
-                "--gpu-memory-utilization", str(gpu_memory_utilization)]
-        if enforce_eager:
-            args.append("--enforce-eager")
+        args = [exe, str(WORKER), "--address", address] + worker_options(
+            model_path, dtype=dtype, max_model_len=max_model_len, lora=lora, kv_cache_gib=kv_cache_gib,
+            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device)
         authkey = secrets.token_bytes(32)
         env = {**os.environ, "EARTHRL_VLLM_AUTHKEY": authkey.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                "OMP_NUM_THREADS": str(num_threads), "TOKENIZERS_PARALLELISM": "false"}
+        if device != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # cluster.device=cpu means no GPU for the engine either
         env.pop("PYTHONPATH", None)  # the engine's environment is self-contained
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -215,6 +236,19 @@ class VLLMEngine:
         """Liveness check: the engine process answers."""
         return bool(self._call({"op": "ping"}).get("ok"))
 
+    def sleep(self) -> bool:
+        """After a rollout: in sleep mode (CUDA), reset the prefix cache and put vLLM to sleep at level 1
+        (weights to CPU memory, KV cache discarded), freeing the card for the learner; the next
+        :meth:`generate` wakes it first. Returns True when the engine went to sleep, False without sleep
+        mode (CPU: nothing to free) or when it already sleeps.
+
+        Raises:
+            RuntimeError: vLLM refused (the engine stays up).
+        """
+        if not self.sleep_mode:
+            return False
+        return bool(self._call({"op": "sleep"})["slept"])
+
     def close(self) -> None:
         """Stop the engine process and remove its temporary folder (idempotent)."""
         conn = getattr(self, "conn", None)
@@ -249,7 +283,8 @@ def _die_with_parent() -> None:
 
 
 def make_engine_actor(**kwargs):
-    """Start :class:`VLLMEngine` as a Ray actor (0 logical CPUs: the engine process sets its threads)."""
+    """Start :class:`VLLMEngine` as a Ray actor (:func:`~earthrl.rollout.hf_engine.actor_options`: 0 logical
+    CPUs, the engine process sets its threads; on ``cuda`` one GPU, which its process inherits)."""
     import ray
 
-    return ray.remote(num_cpus=0, max_restarts=0)(VLLMEngine).remote(**kwargs)
+    return ray.remote(**actor_options(kwargs.get("device", "cpu")))(VLLMEngine).remote(**kwargs)

@@ -13,6 +13,7 @@ Requests (pickled dicts, one reply each):
     {"op": "generate", "prompts": [[int]], "max_tokens", "temperature", "top_p", "seed",
      "stop_token_ids": [int], "stop": [str], "ignore_eos": bool, "lora": {"name", "id", "path"} | None}
         -> {"ok": True, "results": [{"response_ids", "logprobs", "finish_reason"}], "seconds"}
+    {"op": "sleep"} -> {"ok": True, "slept": bool}   (``--sleep-mode`` only; see :class:`Engine`)
     {"op": "ping"} -> {"ok": True}
     {"op": "shutdown"} -> {"ok": True}, then the process exits.
 
@@ -34,7 +35,8 @@ LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 def build_llm(opts: argparse.Namespace):
     """The offline ``vllm.LLM`` for ``opts`` (prefix caching on; LoRA slots when ``lora_rank > 0``; on CPU a KV
-    cache of ``kv_cache_gib`` GiB, derived by the launcher from the model, dtype and batch)."""
+    cache of ``kv_cache_gib`` GiB, derived by the launcher from the model, dtype and batch; on a GPU
+    ``gpu_memory_utilization`` and, with ``sleep_mode``, vLLM's sleep mode)."""
     from vllm import LLM
 
     kwargs = dict(model=opts.model, dtype=opts.dtype, seed=opts.seed, enable_prefix_caching=True,
@@ -44,6 +46,8 @@ def build_llm(opts: argparse.Namespace):
         kwargs["kv_cache_memory_bytes"] = int(opts.kv_cache_gib * 2**30)  # of the node minus the process's RSS
     else:
         kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
+    if opts.sleep_mode:
+        kwargs["enable_sleep_mode"] = True
     if opts.lora_rank > 0:
         slot = next((r for r in LORA_RANK_SLOTS if r >= opts.lora_rank), opts.lora_rank)  # vLLM's allowed sizes
         kwargs.update(enable_lora=True, max_lora_rank=slot, max_loras=1)
@@ -84,13 +88,45 @@ def generate(llm, req: dict) -> dict:
     return {"ok": True, "results": results, "seconds": seconds}
 
 
+class Engine:
+    """The ``LLM`` with its sleep state: ``sleep`` after a rollout, woken by the next ``generate``.
+
+    Sleep (vLLM docs, "Sleep Mode"): ``llm.sleep(level=1)`` offloads the weights to CPU memory and discards the
+    KV cache; ``llm.wake_up()`` brings both back. The prefix cache is reset before sleeping, since the blocks
+    it indexes are discarded (vLLM 0.32 does it inside ``sleep``; older releases did it in ``LLM.sleep``).
+
+    Args:
+        llm: a ``vllm.LLM`` built with ``enable_sleep_mode=True`` when ``sleep_mode``.
+        sleep_mode: whether :meth:`sleep` puts it to sleep (False: a no-op, e.g. the CPU backend).
+    """
+
+    def __init__(self, llm, sleep_mode: bool) -> None:
+        self.llm, self.sleep_mode, self.asleep = llm, sleep_mode, False
+
+    def sleep(self) -> bool:
+        """Sleep at level 1 when in sleep mode and awake; returns whether it went to sleep."""
+        if not self.sleep_mode or self.asleep:
+            return False
+        self.llm.reset_prefix_cache()
+        self.llm.sleep(level=1)
+        self.asleep = True
+        return True
+
+    def generate(self, req: dict) -> dict:
+        """:func:`generate`, after waking the engine when it sleeps."""
+        if self.asleep:
+            self.llm.wake_up()
+            self.asleep = False
+        return generate(self.llm, req)
+
+
 def serve(opts: argparse.Namespace) -> None:
     """Load the model, then answer requests on the socket until ``shutdown`` or the peer goes away."""
     authkey = bytes.fromhex(os.environ.pop("EARTHRL_VLLM_AUTHKEY"))
     with Listener(opts.address, family="AF_UNIX", authkey=authkey) as listener:
         with listener.accept() as conn:
             try:
-                llm = build_llm(opts)
+                engine = Engine(build_llm(opts), opts.sleep_mode)
                 conn.send({"ok": True, "ready": True})
             except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
                 conn.send({"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()})
@@ -103,7 +139,9 @@ def serve(opts: argparse.Namespace) -> None:
                 op = req.get("op")
                 try:
                     if op == "generate":
-                        reply = generate(llm, req)
+                        reply = engine.generate(req)
+                    elif op == "sleep":
+                        reply = {"ok": True, "slept": engine.sleep()}
                     elif op in ("ping", "shutdown"):
                         reply = {"ok": True}
                     else:
@@ -115,8 +153,8 @@ def serve(opts: argparse.Namespace) -> None:
                     return
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the engine options (see :class:`earthrl.rollout.vllm_engine.VLLMEngine`) and serve."""
+def parser() -> argparse.ArgumentParser:
+    """The engine process's options (:func:`earthrl.rollout.vllm_engine.worker_options` writes them)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--address", required=True)
     ap.add_argument("--model", required=True)
@@ -127,7 +165,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kv-cache-gib", type=float, default=0.0)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     ap.add_argument("--enforce-eager", action="store_true")
-    opts = ap.parse_args(argv)
+    ap.add_argument("--sleep-mode", action="store_true", help="GPU: vLLM sleep mode between rollouts")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the engine options (see :class:`earthrl.rollout.vllm_engine.VLLMEngine`) and serve."""
+    opts = parser().parse_args(argv)
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     serve(opts)
 

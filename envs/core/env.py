@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from earthrl.envs.core.actions import ENV_ACTIONS
+from earthrl.envs.core.anchor import LineageIds
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.core.tasks import TaskSpec
@@ -110,6 +111,7 @@ class StepResult:
     role: str = "agent"
     tool_s: float = 0.0
     internal_error: str | None = None
+    anchor: str = ""
 
 
 @dataclass
@@ -147,7 +149,9 @@ class RSEnv:
         workspace: folder for this env's episode outputs (created; removed by :meth:`close`).
         mode: ``"execute"`` (real computation) or ``"mock"`` (SimCRAFT mock engine,
             :mod:`earthrl.envs.core.mock`).
-        max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``.
+        max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``; None (the
+            default, for tools run from Python) cuts nothing. The agent loop's envs get the config's
+            ``env.max_obs_chars`` (the schema holds its default).
         action_format: a name in :data:`earthrl.envs.formats.registry.FORMATS`.
         toolset: ``"mini"`` (default), ``"all"``, ``"skills"`` or a list of tool names
             (:mod:`earthrl.envs.tools.toolsets`).
@@ -166,7 +170,7 @@ class RSEnv:
     env_actions = ENV_ACTIONS
 
     def __init__(self, data_root: Path, workspace: Path, mode: str = "execute",
-                 max_obs_chars: int = 800, action_format: str = "json",
+                 max_obs_chars: int | None = None, action_format: str = "json",
                  toolset: str | list[str] = "mini", inject_errors: dict | None = None,
                  nan_max: float = 0.5, format_options: dict | None = None):
         if mode not in ENGINES:
@@ -183,6 +187,7 @@ class RSEnv:
         self.scenes = catalog(self.data_root)
         self.task: TaskSpec | None = None
         self.registry: ArtifactRegistry | None = None
+        self.lineage: LineageIds | None = None
         self.done = False
         self.history: list[StepResult] = []
         self._reset_episode_state()
@@ -244,6 +249,7 @@ class RSEnv:
         self.workspace.mkdir(parents=True)
         self.task = task
         self.registry = ArtifactRegistry(self.workspace, {s: self.scenes[s] for s in task.data})
+        self.lineage = LineageIds(self.registry, self.tools)
         self.done = False
         self.history = []
         self._reset_episode_state()
@@ -253,8 +259,8 @@ class RSEnv:
 
     # -- results ------------------------------------------------------------------------------
     def truncate(self, text: str) -> str:
-        """``text`` cut to ``max_obs_chars`` (ending in ``…[truncated]``)."""
-        if len(text) <= self.max_obs_chars:
+        """``text`` cut to ``max_obs_chars`` (ending in ``…[truncated]``; None: whole)."""
+        if self.max_obs_chars is None or len(text) <= self.max_obs_chars:
             return text
         tail = "…[truncated]"
         return text[: max(0, self.max_obs_chars - len(tail))] + tail
@@ -296,7 +302,9 @@ class RSEnv:
         """
         if self.registry is None:
             raise RuntimeError("call reset(task) before step()")
+        anchor = ""
         try:
+            anchor = self.anchor()
             if not isinstance(action_text, str):
                 raise TypeError(f"action_text is a {type(action_text).__name__}, not a str")
             check_action_length(action_text)
@@ -309,8 +317,20 @@ class RSEnv:
         except Exception as e:  # noqa: BLE001 - nothing may leave a step
             res = self.error_result(INTERNAL_ERROR, internal_message(f"this {self.format.name} turn", e),
                                     internal_error=traceback.format_exc())
+        res.anchor = anchor
         self.history.append(res)
         return res
+
+    def anchor(self) -> str:
+        """The anchor state of the episode now (:meth:`earthrl.envs.core.anchor.LineageIds.anchor`):
+        16 hex digits from the task id and the set of its artifacts by lineage.
+
+        Raises:
+            RuntimeError: :meth:`reset` was not called.
+        """
+        if self.lineage is None or self.task is None:
+            raise RuntimeError("call reset(task) before anchor()")
+        return self.lineage.anchor(self.task.id)
 
     def tool_handler(self, name: str, kwargs: dict) -> dict:
         """Run one call for a code sandbox: ``{"text", "data", "error", "error_kind"}``."""
@@ -376,6 +396,7 @@ class RSEnv:
         if injected is not None:
             return self._fail(call, injected.kind, injected.message)
         t0 = time.perf_counter()
+        before = self.lineage.snapshot()
         try:
             out = tool.fn(self, args) if env_action else ENGINES[self.mode](self, tool, args, call)
         except ToolError as e:
@@ -383,6 +404,7 @@ class RSEnv:
         except Exception as e:  # noqa: BLE001 - a tool bug, data missing on disk, MemoryError
             return self._internal(call, tool.name, e)
         tool_s = time.perf_counter() - t0
+        self.lineage.after_call(before)
         try:
             verdict = Verdict() if env_action else self._verify(tool, call, out, family)
         except Exception as e:  # an unreadable output must not crash the step
@@ -433,5 +455,6 @@ class RSEnv:
         self.format.close()
         shutil.rmtree(self.workspace, ignore_errors=True)
         self.registry = None
+        self.lineage = None
         self.task = None
 

@@ -132,7 +132,8 @@ class EnvPool:
 
     Methods return: ``reset`` → first user message (str); ``step`` → the
     :class:`~earthrl.envs.core.env.StepResult` as a dict (observation, done, error, error_kind,
-    tool_call, answer, result, verdict, verdict_reasons, tool_calls, subgoal, role, tool_s);
+    tool_call, answer, result, verdict, verdict_reasons, tool_calls, subgoal, role, tool_s, internal_error,
+    anchor);
     ``episode_record`` / ``close`` → the episode record dict. ``reset``/``step``/``episode_record`` raise
     :class:`EnvFailure` (or its subclass :class:`EnvTimeout`) when the environment failed;
     ``close`` never raises.

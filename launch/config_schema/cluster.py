@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from earthrl.launch.config_schema.rules import setting
+from earthrl.models.device import DEVICES
 
 
 @dataclass
@@ -51,16 +52,31 @@ class VerlConfig:
 
 
 @dataclass
+class DeepSpeedConfig:
+    """DeepSpeed ZeRO for `earthrl sft` under a multi-process launcher (launch/deepspeed_config.py writes the
+    JSON; batch sizes come from sft.global_batch / sft.micro_batch_size, precision from model.dtype)."""
+
+    zero_stage: int | None = setting(None, "ZeRO stage (0-3) when `earthrl sft` runs under `deepspeed` or "
+                                           "`torchrun`; null: no DeepSpeed", range=(0, 3))
+    offload_optimizer: bool = setting(False, "ZeRO 1-3: optimizer state and step on the CPU (DeepSpeed's CPU "
+                                             "Adam, compiled at first use)")
+    offload_param: bool = setting(False, "ZeRO-3 only: parameters on the CPU between uses")
+
+
+@dataclass
 class ClusterConfig:
     """Schema of conf/cluster/*.yaml."""
 
     name: str = setting(MISSING, "the cluster preset's name")
     engine: str = setting("auto", "rollout engine: auto (vllm where `make vllm` built .venv-vllm or vLLM imports, "
                                   "else hf) or a name in rollout.engines.ENGINES")
-    device: str = setting("cpu", "where the learner runs", choices=("cpu", "cuda"))
+    device: str = setting("auto", "where the learner and the rollout engine compute: auto (cuda where "
+                                  "torch.cuda.is_available(), else cpu), cpu or cuda (models/device.py)",
+                          choices=DEVICES)
     num_cpus: int = setting(2, "logical CPUs given to Ray (env actors, reward workers)", range=(1, None))
     torch_threads: int = setting(2, "intra-op threads of the engine and of the learner", range=(1, None))
     object_store_memory_mb: int = setting(1024, "Ray object store, MiB (75: Ray's smallest)", range=(75, None))
     hf: HFConfig = setting(factory=HFConfig, doc="options of engine hf")
     vllm: VllmConfig = setting(factory=VllmConfig, doc="options of engine vllm")
+    deepspeed: DeepSpeedConfig = setting(factory=DeepSpeedConfig, doc="DeepSpeed ZeRO of `earthrl sft` on GPUs")
     verl: VerlConfig | None = setting(None, "backend=verl: the GPU job (null: the cluster cannot run it)")

@@ -9,8 +9,9 @@ from omegaconf import MISSING
 
 from earthrl.launch.config_schema.rules import setting
 from earthrl.models.dtype import DTYPES
+from earthrl.models.lora import DEFAULT_TARGET_MODULES
 
-ALL_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+ALL_LINEAR = list(DEFAULT_TARGET_MODULES)
 
 
 @dataclass

@@ -25,15 +25,6 @@ class SFTDataConfig:
 
 
 @dataclass
-class DeepSpeedConfig:
-    """Read by the cluster backend; the local CPU backend runs without DeepSpeed."""
-
-    zero_stage: int | None = setting(None, "ZeRO stage on GPUs (2 | 3); null: none", range=(0, 3))
-    offload_optimizer: bool = setting(False, "ZeRO: optimizer state on the CPU")
-    offload_param: bool = setting(False, "ZeRO-3: parameters on the CPU")
-
-
-@dataclass
 class SFTConfig:
     """Schema of conf/sft/*.yaml."""
 
@@ -43,8 +34,10 @@ class SFTConfig:
     data: SFTDataConfig = setting(factory=SFTDataConfig, doc="the SFT trajectories")
     epochs: int = setting(1, "passes over the data", range=(1, None))
     max_steps: int | None = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
-    global_batch: int = setting(4, "sequences per optimizer step", range=(1, None))
-    micro_batch_size: int = setting(2, "sequences per forward/backward", range=(1, None))
+    global_batch: int = setting(4, "sequences per optimizer step (all processes together under DeepSpeed)",
+                                range=(1, None))
+    micro_batch_size: int = setting(2, "sequences per forward/backward (per process under DeepSpeed)",
+                                    range=(1, None))
     lr: float = setting(1.0e-4, "peak learning rate", range=(0, None), lo_open=True)
     lr_min: float = setting(1.0e-5, "cosine decay from lr to lr_min over the run", range=(0, None))
     warmup_steps: int = setting(0, "linear warm-up steps", range=(0, None))
@@ -54,4 +47,3 @@ class SFTConfig:
     keep_checkpoints: int = setting(2, "newest checkpoints kept", range=(1, None))
     export: bool = setting(False, "also write a merged HF folder in <output_dir>/export")
     output_dir: str = setting(RUN_DIR, "the run folder")
-    deepspeed: DeepSpeedConfig = setting(factory=DeepSpeedConfig, doc="DeepSpeed on GPUs")

@@ -1,7 +1,13 @@
-"""Hand-made trajectories for reward and algorithm tests (token ids are placeholders)."""
+"""Hand-made trajectories for reward and algorithm tests (token ids are placeholders), and the algorithm
+settings of the config schema's defaults with a test's changes."""
 
 from __future__ import annotations
 
+from earthrl.algorithms.estimators import AdvantageConfig
+from earthrl.algorithms.learner import LearnerConfig
+from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.launch.config_schema import defaults
 from earthrl.rewards.scoring import Scores
 from earthrl.rollout.trajectory import Trajectory, Turn
 
@@ -33,3 +39,25 @@ REFERENCE = [
 TASK = {"id": "t", "skill": "spectral_index", "reference": REFERENCE,
         "answer": {"kind": "numeric", "value": 12.5, "unit": "%", "tolerance": 0.5}}
 """A TaskSpec-like dict: NDVI → threshold mask (SPA) → pixel share (SAA), answer 12.5 % ± 0.5."""
+
+
+def loss_config(**changes) -> PolicyLossConfig:
+    """The schema's ``algorithm.policy_loss`` with ``changes``."""
+    return PolicyLossConfig(**defaults("algorithm.policy_loss", **changes))
+
+
+def advantage_config(**changes) -> AdvantageConfig:
+    """The schema's ``algorithm.advantage`` with ``changes``."""
+    return AdvantageConfig(**defaults("algorithm.advantage", **changes))
+
+
+def spec(**changes) -> AlgorithmSpec:
+    """The spec of the schema's ``algorithm`` (named ``test``) with ``changes``."""
+    return AlgorithmSpec.from_config(defaults("algorithm", **{"name": "test", **changes}))
+
+
+def learner_config(*, loss: PolicyLossConfig | None = None, **changes) -> LearnerConfig:
+    """A :class:`LearnerConfig` of the schema's ``algorithm`` settings (sampling temperature 1: logits as the
+    model gives them; no rollout correction) with ``changes``."""
+    fields = {key: defaults(f"algorithm.{key}") for key in ("ppo_epochs", "micro_batch_size", "grad_clip")}
+    return LearnerConfig(loss=loss or loss_config(), **{**fields, "temperature": 1.0, "correction": None, **changes})

@@ -6,14 +6,16 @@ import torch
 from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, token_advantages
 from earthrl.algorithms.registry import ESTIMATORS
 from earthrl.algorithms.spec import AlgorithmSpec
+from earthrl.launch.config_schema import defaults
 from earthrl.rewards.scoring import score
-from earthrl.tests.algorithms.builders import TASK, scores, traj, turn
+from earthrl.tests.algorithms.builders import TASK, advantage_config, scores, traj, turn
+from earthrl.tests.algorithms.builders import spec as make_spec
 
 A = 0.5 / (math.sqrt(0.5) + 1e-6)  # GRPO of rewards {1, 0}: ±0.5 / (std 0.7071 + δ)
 
 
 def _run(name, trajs, s, **cfg):
-    return ESTIMATORS.lookup(name)(TurnBatch.from_trajectories(trajs, s), AdvantageConfig(**cfg)).tolist()
+    return ESTIMATORS.lookup(name)(TurnBatch.from_trajectories(trajs, s), advantage_config(**cfg)).tolist()
 
 
 def _tap_batch():
@@ -60,14 +62,13 @@ def test_token_advantages_end_to_end_mefr_tap():
     good = traj([turn(), turn(error=True), turn(n_obs=0)], answer={"value": 12.5, "unit": "%"}, record=rec)
     bad = traj([turn(), turn(n_obs=0)], answer={"value": 99, "unit": "%"}, record=rec)
     gone = traj([turn(n_obs=0)], faulted=True)
-    spec = AlgorithmSpec.from_config({"estimator": "grpo_tap", "reward": "mefr",
-                                      "advantage": {"eps": 0.0, "std_floor": 0.01}})
+    spec = make_spec(estimator="grpo_tap", reward="mefr")
     trajs = [good, bad, gone]
     s = score(trajs, {"t": TASK}, spec)
     out = token_advantages(trajs, s, spec)
-    # MEFR: 10 − 0.3 − 0.25 = 9.45 and −1 − 0.2 = −1.2; GRPO of two: ±1/√2
+    # MEFR: 10 − 0.3 − 0.25 = 9.45 and −1 − 0.2 = −1.2; GRPO of two: ±5.325 / (std 10.65/√2 + δ 1e-6)
     assert s.reward == pytest.approx([9.45, -1.2, 0.0]) and s.correct == [True, False, False]
-    a = 1 / math.sqrt(2)
+    a = 5.325 / (10.65 / math.sqrt(2) + 1e-6)
     # tokens: prompt 2 | resp 2, obs 1 | resp 2 (error), obs 1 | resp 2
     assert out[0].tolist() == pytest.approx([0, 0, a, a, 0, 0, 0, 0, a, a])
     assert out[1].tolist() == pytest.approx([0, 0, -a, -a, 0, -a, -a])
@@ -84,8 +85,7 @@ def test_token_advantages_hierarchical_from_scored_turns():
     t1 = traj(turns, answer={"value": 12.5, "unit": "%"})
     t2 = traj([turn(role="manager", subgoal={"family": "SAA", "subgoal": ""}),
                turn(role="specialist", call=("pixel_share", {}), verdict="pass")])
-    spec = AlgorithmSpec.from_config({"estimator": "hierarchical", "reward": "hirs_manager",
-                                      "turn_reward": "hirs_specialist"})
+    spec = make_spec(estimator="hierarchical", reward="hirs_manager", turn_reward="hirs_specialist")
     s = score([t1, t2], {"t": TASK}, spec)
     out = token_advantages([t1, t2], s, spec)
     # t2's SAA tool is in the routed family but not the reference's spectral_index: −0.5 + 0.2
@@ -96,13 +96,15 @@ def test_token_advantages_hierarchical_from_scored_turns():
 
 def test_bad_input_names_the_problem():
     with pytest.raises(KeyError, match="unknown advantage estimator 'nope'"):
-        token_advantages([], scores([]), AlgorithmSpec(estimator="nope"))
-    with pytest.raises(ValueError, match="algorithm.advantage has unknown key"):
-        AlgorithmSpec.from_config({"advantage": {"tap": True}})
+        token_advantages([], scores([]), make_spec(estimator="nope"))
+    with pytest.raises(ValueError, match=r"algorithm.advantage has unknown key\(s\) \['tap'\]"):
+        AlgorithmSpec.from_config({**defaults("algorithm", name="t"), "advantage": {"tap": True}})
+    with pytest.raises(ValueError, match=r"algorithm.advantage is missing \['gamma', 'norm_by_std', 'protect_recovery', 'step_weight'\]"):
+        AdvantageConfig.from_mapping({"eps": 1e-6, "std_floor": 0.01})  # no defaults of its own: the schema's
     t = traj([turn(), turn()])
     with pytest.raises(ValueError, match="1 turn_rewards for 2 turns"):
         TurnBatch.from_trajectories([t], scores([0.0], [[1.0]]))
     with pytest.raises(ValueError, match="scores are for 2 trajectories, the batch has 1"):
         TurnBatch.from_trajectories([t], scores([0.0, 1.0]))
     with pytest.raises(ValueError, match="NaN or inf"):
-        token_advantages([t, t], scores([float("nan"), 0.0]), AlgorithmSpec())
+        token_advantages([t, t], scores([float("nan"), 0.0]), make_spec())

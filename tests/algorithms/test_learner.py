@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from earthrl.algorithms.learner import Learner, LearnerConfig, pack
-from earthrl.algorithms.policy_loss import PolicyLossConfig
+from earthrl.algorithms.learner import Learner, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.models.policy import Policy
 from earthrl.rollout.trajectory import Trajectory, Turn
+from earthrl.tests.algorithms.builders import learner_config, loss_config
 
 
 def _trajs():
@@ -28,7 +28,7 @@ def _learner(tiny_model, ppo_epochs: int, kl_coef: float = 0.0) -> Learner:
     torch.manual_seed(0)
     policy = Policy(str(tiny_model), {"rank": 4, "alpha": 8, "dropout": 0.0}, dtype="float32",
                     gradient_checkpointing=False)
-    cfg = LearnerConfig(loss=PolicyLossConfig(kl_coef=kl_coef), ppo_epochs=ppo_epochs, micro_batch_size=1,
+    cfg = learner_config(loss=loss_config(kl_coef=kl_coef), ppo_epochs=ppo_epochs, micro_batch_size=1,
                         grad_clip=100.0, temperature=1.0)
     return Learner(policy, torch.optim.SGD(policy.trainable_parameters(), lr=5.0), POLICY_LOSSES.lookup("ppo_clip_kl"), cfg)
 
@@ -41,18 +41,18 @@ def _update(learner, values, **kw):
 def test_pack_builds_only_the_inputs_the_loss_asks_for():
     trajs = _trajs()
     adv = _advantages(trajs, [1.0, -1.0, 5.0])
-    plain = pack(trajs, adv, LearnerConfig(micro_batch_size=2))
+    plain = pack(trajs, adv, learner_config(micro_batch_size=2))
     assert (plain.num_tokens, plain.num_sequences, len(plain.micro)) == (9, 2, 1)  # the failed one is left out
     assert plain.micro[0].inputs == {} and plain.loss_kwargs == {}
     mb = plain.micro[0]
     assert mb.input_ids.shape == mb.advantages.shape == (2, 10)
     assert mb.advantages[1].tolist() == [0, 0, 0, -1, -1, -1, -1, 0, 0, 0]  # right-padded with 0
-    mixed = pack(trajs, adv, LearnerConfig(micro_batch_size=2, loss_inputs=("role_mask",)))
+    mixed = pack(trajs, adv, learner_config(micro_batch_size=2, loss_inputs=("role_mask",)))
     # manager tokens: a's first turn (3) and b's turn (4) of the 9 response tokens
     assert mixed.loss_kwargs == {"role_num_tokens": (7.0, 2.0)}
     assert mixed.micro[0].inputs["role_mask"][0].tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
     with pytest.raises(ValueError, match=r"loss inputs \['error_mask'\] cannot be built by the local learner"):
-        pack(trajs, adv, LearnerConfig(loss_inputs=("error_mask",)))
+        pack(trajs, adv, learner_config(loss_inputs=("error_mask",)))
 
 
 def test_single_epoch_is_unclipped_policy_gradient_and_skips_faulted_trajectories(tiny_model):
@@ -87,4 +87,5 @@ def test_empty_batch_gives_zero_metrics_without_a_step(tiny_model):
     learner = _learner(tiny_model, ppo_epochs=1)
     failed = _trajs()[2:]
     m = learner.update(pack(failed, _advantages(failed, [1.0]), learner.cfg), before_step=lambda: pytest.fail("stepped"))
-    assert m == dict.fromkeys(("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "logprob_diff"), 0.0)
+    assert m == {**dict.fromkeys(("pg_loss", "kl", "clip_frac", "loss", "grad_norm", "is_truncated_frac",
+                                  "masked_seq_frac", "logprob_diff"), 0.0), "is_weight_mean": 1.0}

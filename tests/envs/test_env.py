@@ -83,6 +83,11 @@ def test_observations_are_truncated(data_root, tmp_path):
     assert len(r.observation) == 60 and r.observation.endswith("…[truncated]")
     assert len(json.dumps(r.result)) > 60  # the structured result is complete
     env.close()
+    # from Python, no budget: nothing is cut (the agent loop's envs get the config's env.max_obs_chars,
+    # the one home of its default)
+    whole = RSEnv(data_root, tmp_path / "ws2")
+    assert whole.max_obs_chars is None and whole.truncate("x" * 5000) == "x" * 5000
+    whole.close()
 
 
 def test_step_before_reset_is_a_programming_error(data_root, tmp_path):

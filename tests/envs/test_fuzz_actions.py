@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from earthrl.bench.fuzz_cases import TASK, codeact_parse_problem, fuzz_settings, model_outputs, step_problem
+from earthrl.bench.fuzz_cases import OBS_CHARS, TASK, codeact_parse_problem, fuzz_settings, model_outputs, step_problem
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.formats.parsers import MAX_ACTION_CHARS
 from earthrl.envs.tools.registry import TOOLS
@@ -15,7 +15,7 @@ from earthrl.envs.tools.registry import TOOLS
 
 @pytest.mark.parametrize("fmt,n", [("json", 150), ("hierarchical", 120)])
 def test_fuzzed_model_outputs_never_raise_out_of_step(data_root, tmp_path, fmt, n):
-    env = RSEnv(data_root, tmp_path / "ws", mode="mock", action_format=fmt, toolset="all")
+    env = RSEnv(data_root, tmp_path / "ws", mode="mock", action_format=fmt, toolset="all", max_obs_chars=OBS_CHARS)
     seen = []
 
     @fuzz_settings(n)

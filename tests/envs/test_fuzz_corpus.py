@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from earthrl.bench.fuzz_cases import TASK, codeact_parse_problem, step_problem
+from earthrl.bench.fuzz_cases import OBS_CHARS, TASK, codeact_parse_problem, step_problem
 from earthrl.envs.core.env import RSEnv
 
 CORPUS = Path(__file__).parents[1] / "fuzz_corpus"
@@ -30,7 +30,7 @@ def test_corpus_input_is_an_observation(data_root, tmp_path, row):
         assert codeact_parse_problem(row["turns"][-1]) is None
         return
     env = RSEnv(data_root, tmp_path / "ws", mode=row["mode"], action_format=row["format"],
-                toolset="all")
+                toolset="all", max_obs_chars=OBS_CHARS)
     env.reset(TASK)
     for text in row["turns"]:
         res = env.step(text)

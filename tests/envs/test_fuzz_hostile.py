@@ -10,7 +10,7 @@ import json
 import pytest
 from hypothesis import given
 
-from earthrl.bench.fuzz_cases import TASK, codeact_tool_turns, fuzz_settings, hostile_arguments, step_problem
+from earthrl.bench.fuzz_cases import OBS_CHARS, TASK, codeact_tool_turns, fuzz_settings, hostile_arguments, step_problem
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.tools.registry import TOOLS
 
@@ -25,14 +25,15 @@ def _json_step(env, name: str, arguments: dict):
 
 @pytest.fixture(scope="module")
 def json_env(data_root, tmp_path_factory):
-    env = RSEnv(data_root, tmp_path_factory.mktemp("json"), toolset="all")
+    env = RSEnv(data_root, tmp_path_factory.mktemp("json"), toolset="all", max_obs_chars=OBS_CHARS)
     yield env
     env.close()
 
 
 @pytest.fixture(scope="module")
 def codeact_env(data_root, tmp_path_factory):
-    env = RSEnv(data_root, tmp_path_factory.mktemp("codeact"), toolset="all", action_format="codeact")
+    env = RSEnv(data_root, tmp_path_factory.mktemp("codeact"), toolset="all", action_format="codeact",
+                max_obs_chars=OBS_CHARS)
     yield env
     env.close()
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import given
 
-from earthrl.bench.fuzz_cases import TASK, fuzz_settings, step_problem, tool_arguments
+from earthrl.bench.fuzz_cases import OBS_CHARS, TASK, fuzz_settings, step_problem, tool_arguments
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.tools.registry import TOOLS
 
@@ -35,7 +35,7 @@ def _fuzz(env, tool: str, n: int) -> list:
 
 @pytest.fixture(scope="module")
 def envs(data_root, tmp_path_factory):
-    made = {m: RSEnv(data_root, tmp_path_factory.mktemp(m), mode=m, toolset="all")
+    made = {m: RSEnv(data_root, tmp_path_factory.mktemp(m), mode=m, toolset="all", max_obs_chars=OBS_CHARS)
             for m in ("mock", "execute")}
     yield made
     for env in made.values():

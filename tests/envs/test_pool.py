@@ -56,7 +56,7 @@ def test_step_dict_record_and_workspace_removal(data_root, tmp_path):
     res, ws, record, closed = asyncio.run(go())
     assert set(res) == {"observation", "done", "error", "error_kind", "tool_call", "answer", "result",
                         "verdict", "verdict_reasons", "tool_calls", "subgoal", "role", "tool_s",
-                        "internal_error"}
+                        "internal_error", "anchor"}
     assert (res["role"], res["verdict"], res["error"]) == ("agent", "pass", False)
     assert record == closed == {"artifacts": [{"name": f"ndvi_{LT}", "tool": "spectral_index", "parents": [LT]}],
                                 "skills_opened": [], "docs_opened": []}

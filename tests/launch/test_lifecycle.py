@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from earthrl.launch.lifecycle import PROCESS_FILE, reap_leftovers
+from earthrl.launch.lifecycle import PROCESS_FILE, RunLifecycle, invoked_as, reap_leftovers
 from earthrl.rollout.ray_signals import keep_stop_handlers
 from tests.launch.test_train_e2e import VARYING_REWARD
 
@@ -210,7 +210,7 @@ def test_sigint_and_sigterm_stop_train_in_rollout_and_update_and_it_resumes(tmp_
     (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
     env = {"PYTHONPATH": str(tmp_path)}
     command = [sys.executable, "-m", "earthrl.launch", "train"]
-    resume = f"continue with {shlex.join(['earthrl', 'train', *ARGS])} trainer.resume=auto"
+    resume = f"continue with {shlex.join([*command, *ARGS])} trainer.resume=auto"  # the program as started
     figures, killed = {}, []
     for n, (signum, point, step, kept) in enumerate(STOPS):
         extra = ["trainer.resume=auto"] if n else []
@@ -253,3 +253,22 @@ def test_sigint_and_sigterm_stop_train_in_rollout_and_update_and_it_resumes(tmp_
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3]
     print(f"time to exit after the signal (s): {figures}")
+
+
+def test_the_resume_line_names_the_program_as_the_user_started_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    py = "/opt/py/bin/python3.11"
+    assert invoked_as([py, ".venv/bin/earthrl", "train", "-m", "algorithm=grpo,dr_grpo"]) == ".venv/bin/earthrl"
+    assert invoked_as([py, "/my runs/.venv/bin/earthrl", "eval"]) == "'/my runs/.venv/bin/earthrl'"
+    assert invoked_as([py, "-m", "earthrl.launch", "train", "-m"]) == f"{py} -m earthrl.launch"
+    assert invoked_as([py, "-c", "from earthrl.launch.lifecycle import RunLifecycle"]) == "earthrl"  # from Python
+    (tmp_path / "bin").mkdir()  # `earthrl` typed, found on PATH: the shell hands the script's full path over
+    script = tmp_path / "bin" / "earthrl"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert invoked_as([py, str(script), "train"]) == "earthrl"
+    job = RunLifecycle("train", ["model=tiny-llama", "trainer.resume=off"])
+    job.where = "step 4"
+    monkeypatch.setattr(sys, "orig_argv", [py, ".venv/bin/earthrl", "train", "model=tiny-llama", "trainer.resume=off"])
+    assert job.resume_line() == \
+        "interrupted at step 4: continue with .venv/bin/earthrl train model=tiny-llama trainer.resume=auto"

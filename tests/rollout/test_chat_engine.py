@@ -33,7 +33,7 @@ def test_engine_logprobs_match_teacher_forced_learner_logprobs(tiny_model):
     lora = {"rank": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
     engine = HFEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=lora, dtype="float32", num_threads=1)
     prompts = [codec.prompt_ids("S", "mean NDVI?"), codec.prompt_ids("S", "a longer question about water area?")]
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=0.7, seed=3))
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=12, temperature=0.7, seed=3, top_p=1.0))
     assert len(outs) == 2
     for out in outs:
         assert len(out["response_ids"]) == len(out["logprobs"]) > 0
@@ -65,7 +65,7 @@ def test_lora_weights_pushed_to_engine_change_its_logprobs(tiny_model):
                 p.normal_(0, 0.5)
     assert engine.set_lora_weights(policy.adapter_state_dict()) == 2 * 2  # q_proj, v_proj in 2 layers
     prompt = codec.prompt_ids("S", "Q")
-    out = engine.generate([prompt], SamplingParams(max_new_tokens=6, temperature=1.0, seed=1))[0]
+    out = engine.generate([prompt], SamplingParams(max_new_tokens=6, temperature=1.0, seed=1, top_p=1.0))[0]
     batch = pack_batch([prompt + out["response_ids"]], [[0] * len(prompt) + [1] * len(out["response_ids"])])
     lp = policy.token_logprobs(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
     ref = policy.ref_logprobs(batch["input_ids"], batch["attention_mask"], batch["response_mask"])
@@ -111,12 +111,12 @@ def test_shared_prefix_cache_gives_the_same_tokens_and_logprobs(tiny_model):
     cached = HFEngine(str(tiny_model), min_shared_prefix=16, **kwargs)
     shared = cached._shared_prefix_len(prompts)
     assert shared >= 16 and all(p[:shared] == prompts[0][:shared] for p in prompts)
-    params = SamplingParams(max_new_tokens=10, temperature=0.0)
+    params = SamplingParams(max_new_tokens=10, temperature=0.0, top_p=1.0)
     a, b = plain.generate(prompts, params), cached.generate(prompts, params)
     again = cached.generate(prompts, params)  # served from the kept prefix cache
     for x, y, z in zip(a, b, again):
         assert x["response_ids"] == y["response_ids"] == z["response_ids"]
         assert torch.allclose(torch.tensor(x["logprobs"]), torch.tensor(y["logprobs"]), atol=1e-4)
     # sampled generation: same seed, same samples with or without the cache
-    s = SamplingParams(max_new_tokens=10, temperature=1.0, seed=7)
+    s = SamplingParams(max_new_tokens=10, temperature=1.0, seed=7, top_p=1.0)
     assert [o["response_ids"] for o in plain.generate(prompts, s)] == [o["response_ids"] for o in cached.generate(prompts, s)]

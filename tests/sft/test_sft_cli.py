@@ -28,7 +28,11 @@ def test_every_sft_key_has_a_rule_and_the_presets_pass():
             assert [k for k in _leaf_keys("sft", [f"sft={preset}"]) if isinstance(rule_for(k, "sft"), Unknown)] == []
         paper = compose_job("sft", ["sft=paper"]).sft
         assert (paper.lr, paper.lr_min, paper.epochs, paper.global_batch) == (5e-6, 5e-7, 2, 4)
-        assert paper.deepspeed.zero_stage == 2 and paper.mode == "masked"
+        assert paper.mode == "masked"
+        # DeepSpeed belongs to the machine: the GPU cluster cards set it, the one-machine card does not
+        stages = {c: compose_job("sft", ["sft=paper", f"cluster={c}"]).cluster.deepspeed.zero_stage
+                  for c in ("local_cpu", "4090x2", "4090x4", "a100x8", "a100x16")}
+        assert stages == {"local_cpu": None, "4090x2": 3, "4090x4": 3, "a100x8": 2, "a100x16": 2}
 
 
 @pytest.mark.parametrize("arg, message", [("sft.mode=half", "sft.mode=half must be one of oracle, unmasked, masked"),

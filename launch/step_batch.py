@@ -1,0 +1,80 @@
+"""One step's batch of the local GRPO recipe and what the log stage records of it: :class:`StepBatch` (the
+sampling stage's result, which the update and log stages take), :func:`step_metrics` (the step's scalar
+metrics, under the names both backends share, :mod:`earthrl.rollout.step_accounting`) and
+:func:`dump_rollouts` (the step's trajectories in rollouts.jsonl)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from earthrl.rewards.scoring import Scores
+from earthrl.rollout.run_logger import LOGGED_AS
+from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """One step's sampled and scored trajectories (:meth:`LocalGRPORecipe.sample_batch`): what the update
+    and the log stages take."""
+
+    trajs: list  # the trajectories of every sampling round, in order (group_size per task)
+    scores: Scores  # one entry per trajectory
+    keep: list[int]  # indices into trajs of those the update uses (all of them without group filtering)
+    filter_metrics: dict[str, float]  # filter/kept_groups, …_all_correct_groups, …_all_wrong_groups, filter/rounds
+    #                                   with algorithm.filter_groups.enabled; else {}
+    engine_stats: dict  # the batching client's stats summed over the rounds (generate_s, generated_tokens, …)
+    score_s: float  # seconds spent scoring, part of the sampling's wall time
+
+
+def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict, times: dict[str, float]) -> dict:
+    """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, and the time split
+    under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
+    ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
+    ``weight_sync`` (LoRA push) and the whole ``step``."""
+    trajs, scores, engine_stats = batch.trajs, batch.scores, batch.engine_stats
+    kept = [i for i, t in enumerate(trajs) if not t.faulted]
+    agent = [trajs[i] for i in kept]
+    agent_rewards = torch.tensor([scores.reward[i] for i in kept]) if agent else torch.zeros(1)
+    gen_s = engine_stats["generate_s"]
+    turns = sum(t.num_turns for t in agent)
+    turn_rewards = [r for i in kept for r in scores.turn_rewards[i]]
+    groups = {t.group for t in trajs}
+    signal = {trajs[i].group for i, a in enumerate(advantages) if bool(a.abs().sum() > 0)}
+    accounting = local_accounting(times, engine_stats["generated_tokens"], gen_s)
+    return {
+        "advantage/groups": float(len(groups)),
+        "advantage/nonzero_groups": float(len(signal)),
+        "reward/mean": float(agent_rewards.mean()),
+        "reward/std": float(agent_rewards.std(unbiased=False)),
+        **({"reward/turn_mean": sum(turn_rewards) / len(turn_rewards)} if turn_rewards else {}),
+        "advantage/abs_mean": sum(float(a.abs().sum()) for a in advantages)
+        / max(sum(t.generated_tokens for t in agent), 1),
+        "eval/accuracy": sum(scores.correct[i] for i in kept) / max(len(agent), 1),
+        "rollout/answered": sum(t.answer is not None for t in agent) / max(len(agent), 1),
+        "rollout/error_turn_rate": sum(t.num_error_turns for t in agent) / max(turns, 1),
+        "rollout/mean_turns": turns / max(len(agent), 1),
+        "rollout/faulted": float(len(trajs) - len(agent)),
+        **{name: loss_m.pop(k) for k, name in LOGGED_AS.items() if k in loss_m},  # rollout/logprob_diff, rollout_corr/*
+        "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
+        **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
+        "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process
+        **accounting,
+        **{f"loss/{k}": v for k, v in loss_m.items()},
+    }
+
+def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
+    """Append the step's trajectories (text, tool calls) with their scores to ``path`` (the run's rollouts.jsonl)."""
+    scores = batch.scores
+    with path.open("a") as f:
+        for i, t in enumerate(batch.trajs):
+            f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
+                                "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
+                                "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
+                                "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
+                                           "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
+                                           "subgoal": u.subgoal, "verdict": u.verdict, "anchor": u.anchor}
+                                          for u in t.turns]}) + "\n")
