@@ -3,12 +3,21 @@ the tiny random test model, played turn by turn and written into real :class:`~e
 fields (role, tool call, error, verdict, sub-goal, answer), so that EarthRL's own rewards score them.
 
 The decision of a turn is its FIRST generated token: :class:`VocabSplit` cuts the vocabulary into two halves
-along one coordinate of the model's frozen output embedding (token ids whose coordinate ``axis`` lies above
-its median form the upper half). A random model draws either half about as often (chance ≈ 0.5); a LoRA on
-the attention and MLP projections can turn the final hidden state toward that coordinate and so make one
-half likely. (A split by token id cannot be learnt by this model: its tied embedding has std 0.02 and the
-final RMSNorm bounds the hidden state's norm to √64, so every logit stays within ±1.3 and no adapter below
-the head moves the share of a random half of the 49,152 ids by more than a fraction of a percent.)
+along one coordinate of the model's frozen output embedding (token ids whose coordinate lies above its median
+form the upper half). A LoRA on the attention and MLP projections can turn the final hidden state toward that
+coordinate and so make one half likely. (A split by token id cannot be learnt by this model: its tied embedding
+has std 0.02 and the final RMSNorm bounds the hidden state's norm to √64, so every logit stays within ±1.3 and no
+adapter below the head moves the share of a random half of the 49,152 ids by more than a fraction of a percent.)
+
+Which coordinate decides turn k is a property of the untrained model, not a choice per seed
+(:meth:`VocabSplit.coin_axes`): the coordinates are ranked by how close the untrained model's exact
+first-token distribution (at the bench's temperature) is to a fair coin on every question of the env, and
+turn k takes the (k+1)-th. On a fixed coordinate the untrained model need not be at chance: at temperature 0.05
+its mass on the upper half of coordinate 0 is 0.65 after question 0 and 0.32 after question 1 of ``one_turn``,
+so that env started at 0.70 (success 0.67 expected) before any update. On the first-ranked coordinate both are
+within 0.01 of 1/2: the first turn starts at chance, and every group has samples of both halves to learn from.
+Later turns see earlier turns' tokens and observations in their context; their coordinates are chosen on the
+question alone, so their start is near chance but not exactly (the measured starts are in the bench's lines).
 
 A turn is one of four *slots*:
 
@@ -28,10 +37,10 @@ grades it).
 
 The four environments of :data:`LEARN_ENVS` (two tasks each):
 
-- ``one_turn`` [answer]: both tasks' answer is A (chance ≈ 0.5).
+- ``one_turn`` [answer]: question 0's answer is A, question 1's B, as each question states (chance 0.5).
 - ``two_turn`` [call, answer]: the two tasks have the same question and hidden answers A and B; only the
   reference tool's observation tells them apart, so the answer must follow the observation (chance ≈ 0.25).
-- ``final_only`` [free, free, answer]: only the last turn decides; both answers A (chance ≈ 0.5).
+- ``final_only`` [free, free, answer]: only the last turn decides; answers as in ``one_turn`` (chance ≈ 0.5).
 - ``tap`` [risky, answer]: a task the agent cannot solve: a coin decides whether its answer is right (the
   answer slot's value is flipped in half of the episodes, at random), so the outcome reward is noise that
   ignores errors. Success is an episode without error turn (chance ≈ 0.5): under GRPO an error turn gets
@@ -42,6 +51,7 @@ The four environments of :data:`LEARN_ENVS` (two tasks each):
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -66,18 +76,23 @@ def question(k: int, shown: str | None) -> str:
 
 
 class VocabSplit:
-    """Halves of the vocabulary along coordinates of the model's output embedding (frozen: no adapter touches it).
+    """Halves of the vocabulary along coordinates of the model's output embedding (frozen: no adapter touches it),
+    and the coordinate that decides each turn.
 
     Args:
         output_embedding: (V, H) float weight of the LM head.
+        axes: the deciding coordinate of turn 0, 1, …; default coordinate k for turn k (:meth:`coin_axes` gives
+            the bench's choice).
 
     Attributes:
         upper: (V, H) bool, ``upper[i, a]``: token i's coordinate ``a`` lies above that coordinate's median.
+        axes: as given.
     """
 
-    def __init__(self, output_embedding: torch.Tensor) -> None:
+    def __init__(self, output_embedding: torch.Tensor, axes: Sequence[int] | None = None) -> None:
         w = output_embedding.detach().float()
         self.upper = w > w.median(dim=0).values
+        self.axes = tuple(range(w.shape[1])) if axes is None else tuple(axes)
 
     def is_upper(self, token_id: int, axis: int) -> bool:
         """Whether ``token_id`` lies in the upper half of coordinate ``axis``.
@@ -86,6 +101,33 @@ class VocabSplit:
             IndexError: ``token_id`` outside the vocabulary or ``axis`` outside the hidden size.
         """
         return bool(self.upper[token_id, axis])
+
+    def decides(self, token_id: int, k: int) -> bool:
+        """Turn ``k``'s decision: whether ``token_id`` lies in the upper half of the turn's coordinate ``axes[k]``.
+
+        Raises:
+            IndexError: no axis for turn ``k``, or ``token_id`` outside the vocabulary.
+        """
+        return self.is_upper(token_id, self.axes[k])
+
+    def coin_axes(self, logits: torch.Tensor, temperature: float, n: int) -> tuple[int, ...]:
+        """The ``n`` coordinates on which a policy is closest to a fair coin on every prompt: coordinates sorted
+        by ``max_q |P_q(upper) − 1/2|``, where ``P_q(upper)`` is the mass that ``softmax(logits[q] / temperature)``
+        puts on the coordinate's upper half (exact, no sampling; ties by coordinate).
+
+        Args:
+            logits: (Q, V) float next-token logits of the untrained model after each of Q prompts.
+            temperature: the sampling temperature (> 0).
+            n: how many coordinates (one per decision turn), at most the hidden size.
+
+        Raises:
+            ValueError: ``n`` above the hidden size.
+        """
+        if n > self.upper.shape[1]:
+            raise ValueError(f"{n} decision turns but only {self.upper.shape[1]} coordinates to split on")
+        p = torch.softmax(logits.double() / temperature, dim=-1)  # (Q, V)
+        gap = (p @ self.upper.double() - 0.5).abs().amax(dim=0)  # (H,)
+        return tuple(sorted(range(gap.numel()), key=lambda a: (round(gap[a].item(), 12), a))[:n])
 
 
 @dataclass(frozen=True)
@@ -159,11 +201,11 @@ class Episode:
 def play_turn(env: LearnEnv, style: str, split: VocabSplit, ep: Episode, k: int, out: dict, codec: ChatCodec,
               tokenizer) -> None:
     """Append turn ``k`` generated as ``out`` (the engine's dict: ``response_ids``, ``logprobs``,
-    ``finish_reason``) to the episode: decide it by its first token on coordinate ``k``, write the slot's
+    ``finish_reason``) to the episode: decide it by its first token (:meth:`VocabSplit.decides`), write the slot's
     Turn fields in ``style``, and extend the context by the response and the observation's chat-template
     delta (:meth:`~earthrl.rollout.chat.ChatCodec.observation_ids`; none after the last turn)."""
     slot, hidden = env.slots[k], ep.task["answer"]["value"]
-    upper = split.is_upper(out["response_ids"][0], k)
+    upper = split.decides(out["response_ids"][0], k)
     role = "agent"
     anchor = f"{ep.traj.group}|{'|'.join(ep.observations)}"  # the question and what the episode has seen
     fields_: dict = {"error": False, "error_kind": None, "verdict": "pass"}

@@ -62,6 +62,16 @@ def test_vocab_split_is_the_upper_half_of_each_coordinate():
     assert [s.is_upper(i, 1) for i in range(4)] == [False, True, True, False]
 
 
+def test_coin_axes_rank_coordinates_by_the_worst_question_distance_from_a_fair_coin():
+    s = VocabSplit(torch.tensor([[1.0, 1.0], [-1.0, 1.0], [1.0, -1.0], [-1.0, -1.0]]))  # upper: {0, 2} and {0, 1}
+    probs = torch.tensor([[0.4, 0.1, 0.1, 0.4], [0.5, 0.1, 0.2, 0.2]])
+    # P(upper): question 0 0.5 on both; question 1 0.7 on coordinate 0, 0.6 on 1: gaps 0.2 and 0.1
+    assert s.coin_axes(0.5 * probs.log(), temperature=0.5, n=2) == (1, 0)
+    assert VocabSplit(s.upper.float(), axes=(1, 0)).decides(2, 0) is False and s.decides(2, 0) is True
+    with pytest.raises(ValueError, match="3 decision turns but only 2 coordinates"):
+        s.coin_axes(probs, 1.0, 3)
+
+
 def test_two_turn_scored_by_each_style_reward(pairs, codec):
     # agent style, outcome (grpo) and MEFR (mefr_tap): right tool then A; right tool then B; wrong tool (dead end)
     runs = {"good": play("two_turn", "agent", [UP, UP], codec), "wrong answer": play("two_turn", "agent", [UP, DOWN], codec),
@@ -135,7 +145,7 @@ def test_preset_learns_one_turn_and_both_controls_miss(learn, name):
     if not found:
         pytest.skip(notes[0])
     r = learn.run(found[0], "one_turn")
-    assert r["start"] <= r["goal"] - 0.25 and r["met"], r  # from near chance to the goal in 20 steps
+    assert abs(r["start"] - 0.5) <= 0.1 and r["met"], r  # from chance (64 episodes: sd 0.06) to the goal in 15 steps
     for control in CONTROLS:
         c = learn.run(found[0], "one_turn", control)
         assert c["start"] == r["start"] and not c["met"], c  # the same first rollout; the control must miss
