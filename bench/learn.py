@@ -71,11 +71,11 @@ ENV_GOALS: dict[str, EnvGoal] = {
     "tap": EnvGoal(steps=30, goal=0.8),
 }
 """Env name → its budget and goal (the chance level of each is in :mod:`earthrl.bench.learn_envs`). Goals sit
-well above chance (0.5, and 0.25 for ``two_turn``). Budgets are about twice the steps after which every preset's
-rollouts succeed in ≥ 90 % of the episodes (measured on the tiny model, ``docs/benchmarks.md``): ``one_turn``
-by step 8 (budget 15, short enough for six presets with both controls in the bounded test), ``final_only``
-by step 4–10 (25), ``two_turn`` by step 4–12, two decisions in a row (40), ``tap`` by step 8–24 for the
-TAP recipes, whose only signal is the error mask (30)."""
+well above chance (0.5, and 0.25 for ``two_turn``). Each budget is at least twice the step at which the slowest
+preset's rollout first succeeded in ≥ 90 % of its episodes (measured on the tiny model, ``docs/benchmarks.md``):
+``one_turn`` step 7 (budget 15, short enough for six presets with both controls in the bounded test),
+``final_only`` step 4 (25), ``two_turn`` step 9, two decisions in a row (40), ``tap`` step 16 for ``tap_only``,
+whose only signal is the error mask (30)."""
 
 
 @dataclass(frozen=True)
