@@ -14,7 +14,8 @@ each a function returning a flat dict of numbers; the suite registry maps a name
                 goal: 0 crashes, 0 hangs) and the parsers' time ratio 32k/3.2k chars (≈ 10 linear)
     rollout     tokens/s of EarthRL's engines (every ENGINES entry) vs bare transformers generate vs
                 standalone vLLM on the same earthrl-mini prompts (turn 1 and 2) and lengths, batched and
-                single stream (goals: vLLM ≥ 2× HF; EarthRL vLLM ≥ 90 % of standalone)
+                single stream (goals: vLLM ≥ 2× HF; EarthRL vLLM ≥ 90 % of standalone); a training step's
+                multi-turn rollout vs the same engine's batched tokens/s (goal ≥ 0.7)
     train       EarthRL's local GRPO step vs TRL GRPOTrainer on the same single-turn work (goal ≤ 0.7×)
     tokens      CodeAct vs JSON action, observation and episode tokens of the reference workflows
     scaling     step time against group size, turns and prompt length (JSON + scaling.png)
@@ -55,6 +56,8 @@ BENCHES.register("load", [
 MODEL_OPTIONS = {"model": "model", "rows": "rows", "max_new_tokens": "max_new_tokens"}
 BENCHES.register("rollout", [
     ("engines", "earthrl.bench.engine_speed:bench_rollout", MODEL_OPTIONS),
+    ("in_training", "earthrl.bench.rollout_in_training:bench_in_training",
+     {"model": "model", "group_size": "group_size", "max_new_tokens": "max_new_tokens"}),
 ])
 BENCHES.register("train", [
     ("grpo_step", "earthrl.bench.grpo_step:bench_train",
@@ -112,6 +115,8 @@ def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 GOALS = [  # (what, suite, measurement, metric, comparison, target); {key}: the measurement's value
     ("EarthRL vLLM / EarthRL HF tokens/s", "rollout", "engines", "vllm_over_hf", ">=", 2.0),
     ("EarthRL vLLM / standalone vLLM tokens/s", "rollout", "engines", "earthrl_vllm_over_standalone", ">=", 0.9),
+    ("training rollout ({mode}) / batched tokens/s, {engine} engine", "rollout", "in_training",
+     "in_training_over_batched", ">=", 0.7),
     ("local GRPO step / TRL GRPOTrainer step", "train", "grpo_step", "earthrl_over_trl", "<=", 0.7),
     ("rewards + advantages / measured local step", "train", "grpo_step", "rewards_advantages_share", "<", 0.01),
     ("rewards + advantages ({batch} x {tokens}) / 330 s step", "algorithms", "rewards_advantages", "share_of_step",
@@ -198,9 +203,11 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--model", help="rollout/train/tokens (default qwen2.5-coder-0.5b), scaling and learn (default "
                         "tiny-llama): a fetched model name or an HF folder; tokens: --n tasks (default 12)")
     parser.add_argument("--rows", type=int, help="rollout: prompts per set (default 4); train: prompts per step (default 1)")
-    parser.add_argument("--max-new-tokens", type=int, help="rollout/train (default 32), scaling (16): tokens per row")
-    parser.add_argument("--group-size", type=int, help="train: samples per prompt (default 4); learn: per question "
-                        "and step (default 8)")
+    parser.add_argument("--max-new-tokens", type=int, help="rollout/train (default 32), scaling (16): tokens per row; "
+                        "rollout's in-training measurement: per turn (default algorithm.sampling.max_new_tokens)")
+    parser.add_argument("--group-size", type=int, help="train: samples per prompt (default 4); rollout's "
+                        "in-training measurement: samples per task (default algorithm.group_size); learn: per "
+                        "question and step (default 8)")
     parser.add_argument("--steps", type=int, help="train: steps per side, the first a warm-up (default 3); learn: "
                         "updates per run (default each env's budget)")
     parser.add_argument("--algorithms", type=_names, help="learn: algorithm presets, comma-separated (default every "

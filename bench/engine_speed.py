@@ -47,7 +47,7 @@ TEMPERATURE = 1.0
 Timed = dict[str, dict[str, dict[str, float]]]  # set -> "batched"|"single" -> {"tokens", "seconds"}
 
 
-def _measure(generate: Callable[[list[list[int]]], list[int]], sets: dict, single_rows: int) -> Timed:
+def measure_generate(generate: Callable[[list[list[int]]], list[int]], sets: dict, single_rows: int) -> Timed:
     """Time ``generate(prompts) -> generated token counts`` batched over each set and single stream
     over its first ``single_rows`` prompts, after one warm-up call."""
     generate(next(iter(sets.values()))[:1])
@@ -75,7 +75,7 @@ def _earthrl_engine(name: str, model_path: Path, dtype: str, threads: int, max_n
                                 ignore_eos=True)
         try:
             ray.get(actor.ping.remote())
-            return _measure(lambda ps: [len(r["response_ids"]) for r in ray.get(actor.generate.remote(ps, params))],
+            return measure_generate(lambda ps: [len(r["response_ids"]) for r in ray.get(actor.generate.remote(ps, params))],
                             sets, single_rows)
         finally:
             ray.kill(actor, no_restart=True)
@@ -101,7 +101,7 @@ def _transformers(model_path: Path, dtype: str, threads: int, max_new_tokens: in
             return [int(n) for n in (out[:, width:] != -1).sum(dim=1)]
 
         try:
-            return _measure(generate, sets, single_rows)
+            return measure_generate(generate, sets, single_rows)
         finally:
             del model
             gc.collect()

@@ -2,8 +2,9 @@
 
 One coroutine per episode: generate → parse/act in the EnvPool → append the
 observation's template delta → generate … until the ``answer`` action, ``max_turns``
-or the context budget. Generation requests of all live episodes are batched into one
-engine call by :class:`BatchingEngineClient`.
+or the context budget. :class:`BatchingEngineClient` sends the generation requests of all
+live episodes to the engine: as one lock-step batch per turn, or each at once for an engine
+that batches concurrent calls itself (vLLM's continuous batching).
 
 Faults cost only the episodes they hit (never the batch): a dead env actor, a step past
 ``env.step_timeout_s``, a dead or raising engine, a step result that carries an
@@ -33,27 +34,37 @@ class EngineFailure(RuntimeError):
 
 
 class BatchingEngineClient:
-    """Collects concurrent ``generate`` requests into batched engine calls.
+    """Sends the generation requests of concurrent episodes to the engine actor, in one of two ways.
 
-    A batch is sent once every live episode is waiting for generation, or ``max_wait_s``
-    after the first request of the batch, so that fast environment steps do not split a
-    turn's batch in two engine calls.
+    - lock-step (``continuous=False``, engines that batch only within one call, e.g. the HF engine): a
+      batch is sent once every live episode is waiting for generation, or ``max_wait_s`` after the first
+      request of the batch, so that fast environment steps do not split a turn's batch in two engine
+      calls; the next batch waits until this one is back.
+    - continuous (``continuous=True``, engines that batch concurrent calls themselves, vLLM's continuous
+      batching; :data:`earthrl.rollout.engines.CONTINUOUS_BATCHING`): each request is sent the moment its
+      episode is ready, as its own call, while others are in flight; no turn waits for another episode's
+      generation or environment step, and a short response frees its episode to step its environment
+      while longer ones still decode.
 
     Args:
-        engine: Ray actor handle of :class:`earthrl.rollout.hf_engine.HFEngine`.
-        params: sampling settings; call k of this client samples with seed ``params.seed + k``,
-            so a step's rollouts do not depend on what the engine did before (exact resume).
-        max_batch: largest batch per engine call.
-        max_wait_s: longest wait for stragglers before a partial batch is sent.
+        engine: Ray actor handle of a rollout engine (:mod:`earthrl.rollout.engines`).
+        params: sampling settings. Lock-step: call k of this client samples with seed ``params.seed + k``,
+            so a step's rollouts do not depend on what the engine did before (exact resume). Continuous:
+            the request of episode e's turn t samples with seed ``params.seed + 1000 * e + t``, whatever
+            order the requests reach the engine in.
+        max_batch: largest batch per engine call (lock-step).
+        max_wait_s: longest wait for stragglers before a partial batch is sent (lock-step).
         restart: called (in a thread) when the engine actor died: starts a fresh engine with the
             current weights and returns its handle; None: a dead engine stays dead. The requests
-            of the batch that was in flight fail with :class:`EngineFailure` either way.
+            in flight on the dead engine fail with :class:`EngineFailure` either way.
+        continuous: send each request at once (see above).
     """
 
     def __init__(self, engine, params: SamplingParams, max_batch: int = 64, max_wait_s: float = 2.0,
-                 restart: Callable[[], object] | None = None) -> None:
+                 restart: Callable[[], object] | None = None, continuous: bool = False) -> None:
         self.engine = engine
         self.restart = restart
+        self.continuous = continuous
         self.engine_failures = 0
         self.engine_restarts = 0
         self.params = params
@@ -63,10 +74,14 @@ class BatchingEngineClient:
         self.pending: list[tuple[list[int], asyncio.Future]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._restarting: asyncio.Lock | None = None
+        self._in_flight = 0  # continuous: requests in the engine now
+        self._busy_since = 0.0  # continuous: when the engine last went from idle to busy
         self.calls = 0
         self.generate_seconds = 0.0
         self.generated_tokens = 0
         self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.batch_sizes: list[int] = []
 
     def episode_started(self) -> None:
@@ -77,22 +92,62 @@ class BatchingEngineClient:
         self._wake.set()
 
     def stats(self) -> dict[str, float]:
-        """Engine usage of this client: calls, mean batch size, prompt and generated tokens, seconds,
-        failed calls and engine restarts."""
+        """Engine usage of this client: calls, mean batch size (continuous: requests in flight when one was
+        sent, itself included), prompt and generated tokens, the prompt tokens the engine's prefix cache served
+        (``cached_prompt_tokens``; engines that do not report it count 0), seconds the engine was busy with
+        this client's requests, failed calls and engine restarts."""
         return {"engine_calls": float(self.calls), "engine_failures": float(self.engine_failures),
                 "engine_restarts": float(self.engine_restarts),
                 "mean_batch": sum(self.batch_sizes) / max(len(self.batch_sizes), 1),
                 "prompt_tokens": float(self.prompt_tokens), "generated_tokens": float(self.generated_tokens),
+                "cached_prompt_tokens": float(self.cached_tokens),
                 "generate_s": self.generate_seconds}
 
-    async def generate(self, prompt_ids: list[int]) -> dict:
-        """Queue one request; resolves to the engine's result dict for it."""
+    def _count(self, prompt_ids: list[int], res: dict) -> None:
+        self.prompt_tokens += len(prompt_ids)
+        self.generated_tokens += len(res["response_ids"])
+        self.cached_tokens += int(res.get("cached_tokens", 0))
+
+    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0)) -> dict:
+        """Queue one request; resolves to the engine's result dict for it.
+
+        Args:
+            prompt_ids: the episode's whole context so far (token ids).
+            key: (episode index in the rollout, turn index): the request's seed in continuous mode.
+
+        Raises:
+            EngineFailure: the engine died or raised while this request was in it.
+        """
+        if self.continuous:
+            return await self._generate_now(prompt_ids, key)
         fut = asyncio.get_running_loop().create_future()
         self.pending.append((prompt_ids, fut))
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._dispatch())
         return await fut
+
+    async def _generate_now(self, prompt_ids: list[int], key: tuple[int, int]) -> dict:
+        """Continuous mode: one call for this request, sent now; the engine batches it with the others."""
+        params = dataclasses.replace(self.params, seed=self.params.seed + 1000 * key[0] + key[1])
+        engine = self.engine
+        self.calls += 1
+        if self._in_flight == 0:
+            self._busy_since = time.perf_counter()
+        self._in_flight += 1
+        self.batch_sizes.append(self._in_flight)
+        try:
+            results = await engine.generate.remote([prompt_ids], params)
+            if len(results) != 1:
+                raise EngineFailure(f"the engine returned {len(results)} results for 1 prompt")
+        except Exception as exc:  # this episode fails; the others go on
+            raise EngineFailure(f"generation failed: {await self._failure(exc, engine)}") from None
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self.generate_seconds += time.perf_counter() - self._busy_since
+        self._count(prompt_ids, results[0])
+        return results[0]
 
     async def _dispatch(self) -> None:
         while self.pending:
@@ -110,36 +165,44 @@ class BatchingEngineClient:
             t0 = time.perf_counter()
             params = dataclasses.replace(self.params, seed=self.params.seed + self.calls)
             self.calls += 1
+            engine = self.engine
             try:
-                results = await self.engine.generate.remote([p for p, _ in batch], params)
+                results = await engine.generate.remote([p for p, _ in batch], params)
                 if len(results) != len(batch):
                     raise EngineFailure(f"the engine returned {len(results)} results for {len(batch)} prompts")
             except Exception as exc:  # the batch's episodes fail; the others go on
-                await self._engine_failed(exc, batch)
+                reason = await self._failure(exc, engine)
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(EngineFailure(f"generation failed: {reason}"))
                 continue
             self.generate_seconds += time.perf_counter() - t0
             self.batch_sizes.append(len(batch))
-            self.prompt_tokens += sum(len(p) for p, _ in batch)
-            for (_, fut), res in zip(batch, results):
-                self.generated_tokens += len(res["response_ids"])
+            for (prompt, fut), res in zip(batch, results):
+                self._count(prompt, res)
                 fut.set_result(res)
 
-    async def _engine_failed(self, exc: Exception, batch: list) -> None:
-        """Fail the batch's requests with :class:`EngineFailure`; restart the engine if its actor died."""
+    async def _failure(self, exc: Exception, engine) -> str:
+        """Count a failed engine call and restart the engine if its actor died (once per dead handle, however
+        many calls were in flight on it); returns the reason for the failed requests."""
         from ray.exceptions import RayActorError
 
         self.engine_failures += 1
         reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        if isinstance(exc, RayActorError) and self.restart is not None:
+        if not isinstance(exc, RayActorError) or self.restart is None:
+            return reason
+        if self._restarting is None:
+            self._restarting = asyncio.Lock()
+        async with self._restarting:
+            if self.engine is not engine:  # another request on the dead engine restarted it already
+                return reason + " (engine restarted with the current weights)"
             try:
                 self.engine = await asyncio.get_running_loop().run_in_executor(None, self.restart)
                 self.engine_restarts += 1
                 reason += " (engine restarted with the current weights)"
             except Exception as restart_exc:  # noqa: BLE001 - the next calls fail the same way
                 reason += f" (restart failed: {type(restart_exc).__name__}: {restart_exc})"
-        for _, fut in batch:
-            if not fut.done():
-                fut.set_exception(EngineFailure(f"generation failed: {reason}"))
+        return reason
 
 
 # StepResult fields copied onto the Turn when the environment sets them (hierarchical role,
@@ -165,7 +228,7 @@ class LoopConfig:
 
 
 async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, tokenizer,
-                      engine: BatchingEngineClient, pool, cfg: LoopConfig) -> Trajectory:
+                      engine: BatchingEngineClient, pool, cfg: LoopConfig, index: int = 0) -> Trajectory:
     """Play one task to its end and return the trajectory. Never raises: agent errors are error
     turns, faults mark the trajectory (:attr:`Trajectory.failure`) and end the episode.
 
@@ -178,6 +241,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         engine: batching client of the rollout engine.
         pool: :class:`earthrl.envs.core.pool.EnvPool`.
         cfg: :class:`LoopConfig`.
+        index: the episode's place in its rollout (part of its requests' seeds in continuous mode).
     """
     episode_id = f"{task['id']}-{uuid.uuid4().hex[:8]}"
     traj = Trajectory(task_id=task["id"], group=group, prompt_ids=[], episode_id=episode_id)
@@ -187,7 +251,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         traj.prompt_ids = codec.prompt_ids(system, user)
         ids = list(traj.prompt_ids)
         for t in range(cfg.max_turns):
-            out = await engine.generate(ids)
+            out = await engine.generate(ids, (index, t))
             text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
             res = await pool.step(episode_id, text)
             turn = Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"],
@@ -232,6 +296,6 @@ async def collect_rollouts(tasks: list[dict], group_size: int, step: int, group_
         len(tasks) * group_size trajectories, grouped by task in order; group keys are
         ``"<group_prefix><step>/<task id>"``.
     """
-    coros = [run_episode(task, f"{group_prefix}{step}/{task['id']}", **kwargs)
-             for task in tasks for _ in range(group_size)]
+    coros = [run_episode(task, f"{group_prefix}{step}/{task['id']}", index=k * group_size + g, **kwargs)
+             for k, task in enumerate(tasks) for g in range(group_size)]
     return list(await asyncio.gather(*coros))

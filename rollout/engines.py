@@ -18,8 +18,22 @@ ENGINES.register("hf", make_hf_engine_actor)
 ENGINES.register("vllm", make_vllm_engine_actor)
 
 ENGINE_OPTIONS = {"hf": ("min_shared_prefix",),
-                  "vllm": ("python", "max_model_len", "kv_cache_gib", "gpu_memory_utilization", "enforce_eager")}
+                  "vllm": ("python", "max_model_len", "kv_cache_gib", "gpu_memory_utilization", "enforce_eager",
+                           "lora_mode")}
 """Keys of ``cluster.<engine>`` passed to that engine only."""
+
+CONTINUOUS_BATCHING = frozenset({"vllm"})
+"""Engines whose actor takes concurrent ``generate`` calls and batches them itself (vLLM's continuous batching):
+the agent loop sends each episode's turn as soon as it is ready
+(:class:`~earthrl.rollout.agent_loop.BatchingEngineClient` ``continuous=True``), unless the engine's
+``cluster.<engine>.continuous_batching`` setting is false. The other engines get one lock-step batch per turn."""
+
+
+def continuous_batching(name: str, options: dict | None = None) -> bool:
+    """Whether rollouts on engine ``name`` (not ``auto``) send each turn at once: the engine is in
+    :data:`CONTINUOUS_BATCHING` and its ``cluster.<name>`` settings ``options`` do not set
+    ``continuous_batching`` false."""
+    return name in CONTINUOUS_BATCHING and bool((options or {}).get("continuous_batching", True))
 
 
 def resolve_engine(name: str, python: str = "auto") -> tuple[str, str]:

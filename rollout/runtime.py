@@ -118,7 +118,7 @@ class RolloutRuntime:
         from transformers import AutoTokenizer
 
         # lazy: torch at import (hf_engine); config checks import this module
-        from earthrl.rollout.engines import make_engine, resolve_engine
+        from earthrl.rollout.engines import continuous_batching, make_engine, resolve_engine
 
         cluster, env = settings.cluster, settings.env
         self.env = env
@@ -142,6 +142,7 @@ class RolloutRuntime:
         options = asdict(engine_options) if engine_options is not None else {}
         if kv_cache_gib is not None:
             options["kv_cache_gib"] = float(kv_cache_gib)
+        self.continuous = continuous_batching(self.engine_name, options)
         self._start_engine = lambda: make_engine(
             self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
             stop_strings=list(env.stop_strings), dtype=settings.model.dtype, num_threads=int(cluster.torch_threads),
@@ -209,7 +210,7 @@ class RolloutRuntime:
                               phrasing=phrasing)
 
         async def go():
-            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine)
+            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine, continuous=self.continuous)
             # test hook: stop the run once the first batch of this rollout was generated
             point = f"rollout/{group_prefix.split('/')[0]}" if group_prefix else "rollout"
             asyncio.get_running_loop().create_task(_kill_after_first_call(client, point, step + 1))

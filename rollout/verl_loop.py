@@ -81,8 +81,9 @@ class ServerManagerEngine:
     def episode_finished(self) -> None:
         """See :meth:`episode_started`."""
 
-    async def generate(self, prompt_ids: list[int]) -> dict:
+    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0)) -> dict:
         """One turn: ``{"response_ids", "logprobs", "finish_reason"}`` as the EarthRL engines return it.
+        ``key`` (episode index, turn) is the agent loop's seed key; verl's server seeds its requests itself.
 
         Raises:
             EngineFailure: the server raised, aborted the request, or returned no logprobs (verl only

@@ -6,14 +6,20 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
 ``generate`` / ``set_lora_weights`` / ``ping`` methods and return values as
 :class:`earthrl.rollout.hf_engine.HFEngine`, so the agent loop, masks and learner are unchanged.
 
+- concurrent calls: the actor serves up to :data:`MAX_CONCURRENT_CALLS` ``generate`` calls at once (a threaded
+  Ray actor) and the engine process batches them continuously, so an episode's turn joins the running
+  batch as soon as it is sent (:mod:`earthrl.rollout.vllm_worker`);
 - token ids in, token ids and per-token logprobs out (vLLM ``logprobs_mode="processed_logprobs"``:
   log-probabilities under the temperature-scaled distribution, the HF engine's definition when
   ``top_p == 1``);
 - a turn ends at a stop id (kept in ``response_ids``) or a stop string such as ``</tool_call>``;
 - prefix caching is on, so the shared system prompt and the earlier turns of an episode are not
   recomputed;
-- LoRA is adapter-only: every :meth:`VLLMEngine.set_lora_weights` writes the adapter (peft
-  layout, the learner's ``lora_alpha``) to a fresh folder and the next ``generate`` loads it
+- LoRA: every :meth:`VLLMEngine.set_lora_weights` writes the adapter (peft layout, the learner's
+  ``lora_alpha``) to a fresh folder. ``lora_mode="merged"`` (the CPU default): the engine process merges it
+  into the weights (``W0 + (alpha / r) · B @ A``, vLLM's in-place ``reload_weights``), so generation runs at the
+  bare model's speed (vLLM's CPU LoRA kernels are several times slower on prompt-heavy batches);
+  ``lora_mode="requests"`` (the GPU default): the next ``generate`` loads it
   under a new LoRA id; the base weights are never reloaded and the engine never restarts;
 - on a CUDA GPU the engine shares the card with the learner (the local backend: one GPU, no verl). It is
   built with vLLM's sleep mode (``enable_sleep_mode=True``; vLLM docs, "Sleep Mode"): :meth:`VLLMEngine.sleep`
@@ -25,13 +31,16 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from concurrent.futures import Future
 from multiprocessing.connection import Client
 from pathlib import Path
 
@@ -40,9 +49,12 @@ import torch
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.rollout.hf_engine import SamplingParams, actor_options
-from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
+from earthrl.rollout.vllm_env import LORA_MODES, EngineUnavailable, vllm_python
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
+MAX_CONCURRENT_CALLS = 256
+"""Calls the engine actor serves at once (Ray ``max_concurrency``): every live episode's turn of a rollout can be
+in the engine together; more wait in Ray's queue."""
 DEFAULT_KV_CACHE_GIB = 1.0
 """KV cache of an engine started without a derived size (benchmarks, tests): 1 GiB holds 5 Qwen2.5-0.5B
 trajectories of 8,192 float32 tokens."""
@@ -110,21 +122,32 @@ class VLLMEngine:
         device: "cpu" or "cuda" (resolved by the launcher, :func:`earthrl.models.device.resolve_device`): on
             ``cuda`` the engine process gets the GPU Ray assigned to the actor and runs in sleep mode (module
             doc); on ``cpu`` it sees no GPU (``CUDA_VISIBLE_DEVICES=""``) and gets an explicit KV cache.
+        lora_mode: how pushed adapters are served: ``"merged"`` (into the weights), ``"requests"`` (vLLM LoRA
+            requests) or ``"auto"`` (merged on CPU, requests on GPU); see the module docstring.
         startup_timeout_s: how long to wait for the model to load.
         log_path: where the engine process writes its output (a file in the engine's temporary
             folder, removed by :meth:`close`, if None).
+
+    Attributes:
+        block_size: tokens per KV-cache block; the prefix cache serves a prompt's leading whole blocks that an
+            earlier request computed (vLLM's CPU backend: 128).
+        merged: pushed adapters are merged into the weights (``lora_mode``).
 
     Raises:
         FileNotFoundError: ``model_path`` does not exist.
         EngineUnavailable: no Python with vLLM (names ``make vllm``), or the process failed to start
             (the message carries the tail of its log).
+        ValueError: an unknown ``lora_mode``.
     """
 
     def __init__(self, model_path: str, stop_ids: list[int], lora: dict | None = None,
                  stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
                  python: str = "auto", max_model_len: int = 8192, kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
                  gpu_memory_utilization: float = 0.5, enforce_eager: bool = False, device: str = "cpu",
+                 lora_mode: str = "auto",
                  startup_timeout_s: float = 900.0, log_path: str | None = None) -> None:
+        if lora_mode not in LORA_MODES:
+            raise ValueError(f"cluster.vllm.lora_mode={lora_mode}: use one of {', '.join(LORA_MODES)}")
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
         exe = vllm_python(python)
@@ -140,11 +163,15 @@ class VLLMEngine:
         self._lora_dir: Path | None = None
         self._tmp = Path(tempfile.mkdtemp(prefix="earthrl-vllm-"))
         self.sleep_mode = device == "cuda"  # colocated with the learner on one GPU: sleep between rollouts
+        # merged: W0 + ΔW in the weights; on a GPU vLLM's LoRA kernels are fast and requests are kept
+        self.merged = self.lora is not None and (
+            lora_mode == "merged" or (lora_mode == "auto" and device != "cuda"))
         address = str(self._tmp / "engine.sock")
         self.log_path = Path(log_path) if log_path else self._tmp / "engine.log"
         args = [exe, str(WORKER), "--address", address] + worker_options(
             model_path, dtype=dtype, max_model_len=max_model_len, lora=lora, kv_cache_gib=kv_cache_gib,
             gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device)
+        args += ["--merge-lora"] * self.merged
         authkey = secrets.token_bytes(32)
         env = {**os.environ, "EARTHRL_VLLM_AUTHKEY": authkey.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                "OMP_NUM_THREADS": str(num_threads), "TOKENIZERS_PARALLELISM": "false"}
@@ -154,7 +181,13 @@ class VLLMEngine:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=str(self._tmp), preexec_fn=_die_with_parent)
+        self._lock = threading.Lock()  # guards the socket's send side, _waiting and _gone
+        self._waiting: dict[int, Future] = {}
+        self._rids = itertools.count()
+        self._gone: str | None = None
         self.conn = self._connect(address, authkey, startup_timeout_s)
+        self._reader = threading.Thread(target=self._read_replies, name="vllm-replies", daemon=True)
+        self._reader.start()
 
     def _connect(self, address: str, authkey: bytes, timeout_s: float):
         deadline = time.monotonic() + timeout_s
@@ -169,6 +202,7 @@ class VLLMEngine:
         hello = conn.recv()
         if not hello.get("ok"):
             self._fail(f"the vLLM engine failed to start: {hello.get('error')}")
+        self.block_size = int(hello["block_size"])
         return conn
 
     def _fail(self, what: str):
@@ -176,31 +210,61 @@ class VLLMEngine:
         self.close()
         raise EngineUnavailable(f"{what}; the end of its log:\n{tail}")
 
+    def _read_replies(self) -> None:
+        """Reader thread: hands each reply to the call waiting for its ``rid``; when the engine process goes
+        away, every waiting call (and every later one) raises."""
+        while True:
+            try:
+                reply = self.conn.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                waiter = self._waiting.pop(reply.get("rid"), None)
+            if waiter is not None:
+                waiter.set_result(reply)
+        with self._lock:
+            self._gone = "the vLLM engine process exited"
+            waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            waiter.set_exception(RuntimeError(f"vLLM engine: {self._gone}"))
+
     def _call(self, req: dict) -> dict:
-        self.conn.send(req)
-        reply = self.conn.recv()
+        """Send one request and wait for its reply (other calls may be in flight meanwhile)."""
+        waiter: Future = Future()
+        with self._lock:
+            if self._gone:
+                raise RuntimeError(f"vLLM engine: {self._gone}")
+            rid = next(self._rids)
+            self._waiting[rid] = waiter
+            self.conn.send({**req, "rid": rid})
+        reply = waiter.result()
         if not reply.get("ok"):
             raise RuntimeError(f"vLLM engine: {reply.get('error')}")
         return reply
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
-        """Sample one continuation per prompt.
+        """Sample one continuation per prompt. Safe to call from several threads at once: the engine
+        process batches the prompts of all calls in flight together (continuous batching).
 
         Args:
             prompts: token-id lists (no padding), any lengths.
             params: :class:`earthrl.rollout.hf_engine.SamplingParams`; row ``i`` is sampled with
-                seed ``params.seed * 100003 + i`` (equal seeds and prompts give equal samples).
+                seed ``params.seed * 100003 + i`` (equal seeds and prompts give equal samples when they are
+                computed in equal batches).
 
         Returns:
             one dict per prompt: ``response_ids`` (list[int], up to and including the stop id or
             the token that completes a stop string), ``logprobs`` (list[float], nats, temperature-
-            scaled distribution), ``finish_reason`` ("stop" | "length"), ``seconds`` of the batch.
+            scaled distribution), ``finish_reason`` ("stop" | "length"), ``cached_tokens`` (int: leading
+            prompt tokens vLLM's prefix cache served, not recomputed), ``seconds`` (float: from the call's
+            arrival in the engine process until its last prompt finished).
 
         Raises:
-            RuntimeError: the engine reported an error for this batch (the engine stays up).
+            RuntimeError: the engine reported an error for this call (the engine stays up), or its process
+                exited.
         """
         lora = None
-        if self._lora_dir is not None:
+        if self._lora_dir is not None and not self.merged:
             lora = {"name": f"step{self._lora_version}", "id": self._lora_version, "path": str(self._lora_dir)}
         reply = self._call({"op": "generate", "prompts": [list(map(int, p)) for p in prompts],
                             "max_tokens": int(params.max_new_tokens), "temperature": float(params.temperature),
@@ -211,13 +275,15 @@ class VLLMEngine:
         return [{**r, "seconds": reply["seconds"]} for r in reply["results"]]
 
     def set_lora_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
-        """Hand the learner's LoRA weights to the engine (used from the next ``generate`` on).
+        """Hand the learner's LoRA weights to the engine (used from the next ``generate`` on; merged: the calls in
+        flight finish on the old weights first, and this returns once the new ones are in place).
 
         Returns:
             number of adapted linear layers.
 
         Raises:
-            RuntimeError: the engine was built without ``lora``, or the state dict has no LoRA keys.
+            RuntimeError: the engine was built without ``lora``, the state dict has no LoRA keys, or the engine
+                process could not merge them.
         """
         if self.lora is None:
             raise RuntimeError("this engine was built without lora settings: pass lora={'rank', 'alpha'}")
@@ -228,6 +294,8 @@ class VLLMEngine:
         old = self._lora_dir
         self._lora_dir = write_adapter(state_dict, self.lora, self._tmp / f"adapter{self._lora_version}",
                                        self.model_path)
+        if self.merged:
+            layers = int(self._call({"op": "merge_adapter", "path": str(self._lora_dir)})["layers"])
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return layers
@@ -254,11 +322,10 @@ class VLLMEngine:
         conn = getattr(self, "conn", None)
         if conn is not None:
             try:
-                conn.send({"op": "shutdown"})
-                conn.close()
+                with self._lock:
+                    conn.send({"op": "shutdown", "rid": -1})
             except OSError:
                 pass
-            self.conn = None
         proc = getattr(self, "proc", None)
         if proc is not None and proc.poll() is None:
             try:
@@ -266,6 +333,12 @@ class VLLMEngine:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        reader = getattr(self, "_reader", None)
+        if reader is not None:
+            reader.join(timeout=5)  # the process is gone: the reader saw the end of the socket
+        if conn is not None:
+            conn.close()
+            self.conn = None
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __del__(self) -> None:
@@ -283,8 +356,10 @@ def _die_with_parent() -> None:
 
 
 def make_engine_actor(**kwargs):
-    """Start :class:`VLLMEngine` as a Ray actor (:func:`~earthrl.rollout.hf_engine.actor_options`: 0 logical
-    CPUs, the engine process sets its threads; on ``cuda`` one GPU, which its process inherits)."""
+    """Start :class:`VLLMEngine` as a threaded Ray actor (:func:`~earthrl.rollout.hf_engine.actor_options`: 0
+    logical CPUs, the engine process sets its threads; on ``cuda`` one GPU, which its process inherits; up to
+    :data:`MAX_CONCURRENT_CALLS` calls at once, which the engine process batches together)."""
     import ray
 
-    return ray.remote(**actor_options(kwargs.get("device", "cpu")))(VLLMEngine).remote(**kwargs)
+    return ray.remote(**actor_options(kwargs.get("device", "cpu")), max_concurrency=MAX_CONCURRENT_CALLS)(
+        VLLMEngine).remote(**kwargs)

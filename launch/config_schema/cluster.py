@@ -9,6 +9,7 @@ from omegaconf import MISSING
 
 from earthrl.launch.config_schema.rules import setting
 from earthrl.models.device import DEVICES
+from earthrl.rollout.vllm_env import LORA_MODES
 
 
 @dataclass
@@ -32,6 +33,13 @@ class VllmConfig:
     gpu_memory_utilization: float = setting(0.5, "GPU: share of each card vLLM keeps for weights + KV cache",
                                             range=(0, 1), lo_open=True)
     enforce_eager: bool = setting(False, "no CUDA graph capture (faster start, slower generation)")
+    lora_mode: str = setting("auto", "how the learner's LoRA adapter is served: merged (into the weights after each "
+                                     "push: the bare model's speed), requests (vLLM LoRA requests: adapter-only), "
+                                     "auto (merged on CPU, where vLLM's LoRA kernels are slow; requests on GPU)",
+                             choices=LORA_MODES)
+    continuous_batching: bool = setting(True, "send each episode's turn to the engine as soon as it is ready "
+                                              "(vLLM batches the calls in flight); false: one lock-step batch of "
+                                              "all live episodes per turn, whose samples repeat run to run")
 
 
 @dataclass

