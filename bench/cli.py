@@ -19,6 +19,8 @@ each a function returning a flat dict of numbers; the suite registry maps a name
     train       EarthRL's local GRPO step vs TRL GRPOTrainer on the same single-turn work (goal ≤ 0.7×)
     tokens      CodeAct vs JSON action, observation and episode tokens of the reference workflows
     scaling     step time against group size, turns and prompt length (JSON + scaling.png)
+    learn       every algorithm preset trains the tiny model on synthetic envs from chance to a goal, and the
+                negative controls (advantage sign flipped, response mask one token early) must miss it
     all         every suite above in turn, then each ratio against its goal (GOALS)
 """
 
@@ -63,6 +65,11 @@ BENCHES.register("train", [
 ])
 BENCHES.register("tokens", [
     ("codeact_vs_json", "earthrl.bench.action_tokens:bench_tokens", {"model": "model", "n": "n"}),
+])
+BENCHES.register("learn", [
+    ("learn", "earthrl.bench.learn:bench_learn",
+     {"model": "model", "algorithms": "algorithms", "envs": "envs", "steps": "steps", "group_size": "group_size",
+      "controls": "controls"}),
 ])
 BENCHES.register("scaling", [
     ("local_step", "earthrl.bench.step_scaling:bench_scaling",
@@ -171,7 +178,17 @@ def run_suite(suite: str, options: dict) -> dict[str, dict]:
 
 
 def _fmt(v) -> str:
+    if isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, dict | list) for x in v)):
+        return f"<{len(v)} entries>"  # e.g. bench learn's runs: they have their own lines and the --out file
     return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated option value as its non-empty names (``"grpo, vg_hrl"`` → ``["grpo", "vg_hrl"]``)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one, comma-separated")
+    return names
 
 
 def main(argv: list[str]) -> None:
@@ -183,14 +200,22 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--batch", type=int, help="algorithms: trajectories (default 1024)")
     parser.add_argument("--tokens", type=int, help="algorithms: tokens per trajectory (default 8192)")
     parser.add_argument("--concurrency", type=int, help="load: episodes open at once (default 256)")
-    parser.add_argument("--model", help="rollout/train/tokens (default qwen2.5-coder-0.5b), scaling (default "
+    parser.add_argument("--model", help="rollout/train/tokens (default qwen2.5-coder-0.5b), scaling and learn (default "
                         "tiny-llama): a fetched model name or an HF folder; tokens: --n tasks (default 12)")
     parser.add_argument("--rows", type=int, help="rollout: prompts per set (default 4); train: prompts per step (default 1)")
     parser.add_argument("--max-new-tokens", type=int, help="rollout/train (default 32), scaling (16): tokens per row; "
                         "rollout's in-training measurement: per turn (default algorithm.sampling.max_new_tokens)")
     parser.add_argument("--group-size", type=int, help="train: samples per prompt (default 4); rollout's "
-                        "in-training measurement: samples per task (default algorithm.group_size)")
-    parser.add_argument("--steps", type=int, help="train: steps per side, the first a warm-up (default 3)")
+                        "in-training measurement: samples per task (default algorithm.group_size); learn: per "
+                        "question and step (default 8)")
+    parser.add_argument("--steps", type=int, help="train: steps per side, the first a warm-up (default 3); learn: "
+                        "updates per run (default each env's budget)")
+    parser.add_argument("--algorithms", type=_names, help="learn: algorithm presets, comma-separated (default every "
+                        "conf/algorithm/*.yaml)")
+    parser.add_argument("--envs", type=_names, help="learn: synthetic envs, comma-separated (default each preset's: "
+                        "one_turn, two_turn, final_only, and tap for TAP)")
+    parser.add_argument("--no-controls", dest="controls", action="store_const", const=False,
+                        help="learn: skip the negative controls")
     parser.add_argument("--out", type=Path, help="write the results to this JSON file (scaling: scaling.png beside it)")
     args = parser.parse_args(argv)
     check_options(parser, args)

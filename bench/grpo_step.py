@@ -17,19 +17,20 @@ TRL is optional (``pip install -e ".[bench]"``); without it that side is skipped
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import gc
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import yaml
 
 from earthrl.algorithms.estimators import token_advantages
-from earthrl.algorithms.learner import Learner, LearnerConfig, pack
+from earthrl.algorithms.learner import Learner, LearnerConfig, PackedBatch, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
 from earthrl.algorithms.spec import AlgorithmSpec
 from earthrl.bench.inputs import bench_prompts, first_action, resolve_model, unreachable_stop_id
@@ -44,6 +45,7 @@ from earthrl.rollout.trajectory import Trajectory, Turn
 CONF_MODELS = Path(__file__).resolve().parents[1] / "conf" / "model"
 REWARD = f"{__name__}:action_similarity"
 LR = 5e-5
+STAGES = ("score_s", "advantages_s", "update_s", "push_s")
 
 
 def similarity(text: str, reference: str) -> float:
@@ -65,41 +67,72 @@ def model_lora(model_path: Path) -> dict:
     return {**defaults("model.lora"), **(yaml.safe_load(conf.read_text())["lora"] if conf.exists() else {})}
 
 
+def bench_spec(beta: float) -> AlgorithmSpec:
+    """The spec of the bench's single-turn task: :func:`action_similarity` reward, GRPO, PPO-clip + KL with β."""
+    return AlgorithmSpec.from_config(defaults("algorithm", name="bench", reward=REWARD, estimator="grpo",
+                                              policy_loss={"kl_coef": beta}))
+
+
 class LocalStep:
     """EarthRL's local GRPO step on token-id prompts, stage by stage (engine, score, advantages,
     update, push), without Ray or the EnvPool: the part of a step the trainer owns.
 
     Args:
         model_path: HF folder; dtype: ``model.dtype`` rule; lora: every ``lora_config`` keyword (:func:`model_lora`).
-        beta: KL coefficient β (0 skips the reference forward, as the learner does).
-        max_new_tokens: generated tokens per turn (exactly: the only stop id cannot be sampled).
+        spec: the recipe's :class:`~earthrl.algorithms.spec.AlgorithmSpec` (reward, estimator, loss and its inputs).
+        max_new_tokens: generated tokens per turn at most (exactly, with the default stop id).
         threads: torch threads.
+        lr: AdamW learning rate of the adapter.
+        temperature: sampling temperature of the engine and the learner's logit temperature (one value:
+            the learner scores the tokens under the distribution they were sampled from).
+        stop_ids: the engine's stop ids; default a token id the model cannot sample
+            (:func:`~earthrl.bench.inputs.unreachable_stop_id`), so every turn has ``max_new_tokens`` tokens.
+        gradient_checkpointing: the policy's setting.
     """
 
-    def __init__(self, model_path: Path, dtype: str, lora: dict, beta: float, max_new_tokens: int,
-                 threads: int = 2) -> None:
+    def __init__(self, model_path: Path, dtype: str, lora: dict, spec: AlgorithmSpec, max_new_tokens: int,
+                 threads: int = 2, *, lr: float = LR, temperature: float = 1.0, stop_ids: list[int] | None = None,
+                 gradient_checkpointing: bool = True) -> None:
         torch.set_num_threads(threads)
         torch.manual_seed(0)
         resolved = resolve_dtype(dtype)[0]
-        self.engine = HFEngine(str(model_path), stop_ids=[unreachable_stop_id(model_path)], lora=lora,
+        self.engine = HFEngine(str(model_path), stop_ids=stop_ids or [unreachable_stop_id(model_path)], lora=lora,
                                dtype=resolved, num_threads=threads)
         self.tokenizer = self._tokenizer(model_path)
-        self.policy = Policy(str(model_path), lora, dtype=resolved, gradient_checkpointing=True)
-        self.spec = AlgorithmSpec.from_config(defaults("algorithm", name="bench", reward=REWARD, estimator="grpo",
-                                                       policy_loss={"kl_coef": beta}))
-        optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=LR, weight_decay=0.0)
-        self.learner_config = LearnerConfig(loss=self.spec.loss, ppo_epochs=defaults("algorithm.ppo_epochs"),
-                                            micro_batch_size=1, grad_clip=defaults("algorithm.grad_clip"),
-                                            temperature=1.0, correction=self.spec.correction)
-        self.learner = Learner(self.policy, optimizer, POLICY_LOSSES.lookup(self.spec.loss.name), self.learner_config)
+        self.policy = Policy(str(model_path), lora, dtype=resolved, gradient_checkpointing=gradient_checkpointing)
+        self.initial_adapter = self.policy.adapter_state_dict()
         self.max_new_tokens = max_new_tokens
         self.calls = 0
+        self.restart(spec, lr, temperature)
+
+    def restart(self, spec: AlgorithmSpec, lr: float, temperature: float, adam_eps: float = 1e-8) -> None:
+        """Start again from the adapter of construction (the engine gets it too), with a fresh AdamW (learning
+        rate ``lr``, ε ``adam_eps``, torch's default 1e-8) and a learner for ``spec``: a new run on the loaded model."""
+        from peft import set_peft_model_state_dict  # lazy: peft imports transformers; the module stays light
+
+        set_peft_model_state_dict(self.policy.model, self.initial_adapter)
+        self.engine.set_lora_weights(self.policy.adapter_state_dict())
+        self.spec, self.temperature = spec, temperature
+        optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=lr, eps=adam_eps, weight_decay=0.0)
+        self.learner = Learner(self.policy, optimizer, POLICY_LOSSES.lookup(spec.loss.name),
+                               LearnerConfig(loss=spec.loss, loss_inputs=spec.loss_inputs,
+                                             ppo_epochs=defaults("algorithm.ppo_epochs"), micro_batch_size=1,
+                                             grad_clip=defaults("algorithm.grad_clip"), temperature=temperature,
+                                             correction=spec.correction))
 
     @staticmethod
     def _tokenizer(model_path: Path):
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(model_path))
+
+    def generate(self, contexts: list[list[int]], seed: int | None = None) -> list[dict]:
+        """One engine call: a continuation of each token-id context at the runner's temperature
+        (``seed``: the call's sampling seed, default a counter of calls). Returns the engine's dicts."""
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=1.0,
+                                seed=self.calls if seed is None else seed)
+        self.calls += 1
+        return self.engine.generate(contexts, params)
 
     def step(self, prompts: list[list[int]], tasks: list[dict], group_size: int, turns: int = 1,
              observation_ids: list[int] | None = None) -> dict:
@@ -115,28 +148,50 @@ class LocalStep:
         context = [list(p) for _, p in rows]
         t0 = time.perf_counter()
         for t in range(turns):
-            params = SamplingParams(max_new_tokens=self.max_new_tokens, temperature=1.0, top_p=1.0, seed=self.calls)
-            self.calls += 1
-            for traj, ctx, out in zip(trajs, context, self.engine.generate(context, params)):
+            for traj, ctx, out in zip(trajs, context, self.generate(context)):
                 obs = list(observation_ids or []) if t < turns - 1 else []
                 text = self.tokenizer.decode(out["response_ids"], skip_special_tokens=True)
                 traj.turns.append(Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"],
                                        observation_ids=obs, response_text=text, finish_reason=out["finish_reason"]))
                 ctx.extend(out["response_ids"] + obs)
         t1 = time.perf_counter()
-        scores = score(trajs, {t["id"]: t for t in tasks}, self.spec)
-        t2 = time.perf_counter()
-        advantages = token_advantages(trajs, scores, self.spec)
-        t3 = time.perf_counter()
-        metrics = self.learner.update(pack(trajs, advantages,
-                                           dataclasses.replace(self.learner_config, micro_batch_size=len(trajs))))
-        t4 = time.perf_counter()
-        self.engine.set_lora_weights(self.policy.adapter_state_dict())
-        t5 = time.perf_counter()
-        return {"generate_s": t1 - t0, "score_s": t2 - t1, "advantages_s": t3 - t2, "update_s": t4 - t3,
-                "push_s": t5 - t4, "step_s": t5 - t0,
+        result = self.train_on(trajs, tasks)
+        return {"generate_s": t1 - t0, **{k: result[k] for k in STAGES}, "step_s": time.perf_counter() - t0,
                 "generated_tokens": sum(len(tn.response_ids) for tr in trajs for tn in tr.turns),
-                "sequences": len(trajs), "mean_reward": sum(scores.reward) / len(trajs), "loss": metrics["loss"]}
+                "sequences": len(trajs), "mean_reward": sum(result["scores"].reward) / len(trajs),
+                "loss": result["metrics"]["loss"]}
+
+    def train_on(self, trajs: list[Trajectory], tasks: list[dict], *,
+                 advantages_hook: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None,
+                 batch_hook: Callable[[PackedBatch], PackedBatch] | None = None) -> dict:
+        """The stages after the rollout on ``trajs``: score, advantages, pack + learner update (one micro-batch
+        of every row), push of the new adapter to the engine.
+
+        Args:
+            trajs: the step's trajectories; tasks: their TaskSpec dicts.
+            advantages_hook, batch_hook: harness hooks (``earthrl bench learn``'s negative controls) applied
+                to the per-token advantages and to the packed batch before the update; None: as the trainer.
+
+        Returns:
+            ``scores`` (:class:`~earthrl.rewards.scoring.Scores`), ``metrics`` (the learner's), and seconds of
+            ``score_s``, ``advantages_s``, ``update_s``, ``push_s``.
+        """
+        t0 = time.perf_counter()
+        scores = score(trajs, {t["id"]: t for t in tasks}, self.spec)
+        t1 = time.perf_counter()
+        advantages = token_advantages(trajs, scores, self.spec)
+        if advantages_hook is not None:
+            advantages = advantages_hook(advantages)
+        t2 = time.perf_counter()
+        batch = pack(trajs, advantages, replace(self.learner.cfg, micro_batch_size=max(len(trajs), 1)))
+        if batch_hook is not None:
+            batch = batch_hook(batch)
+        metrics = self.learner.update(batch)
+        t3 = time.perf_counter()
+        self.engine.set_lora_weights(self.policy.adapter_state_dict())
+        t4 = time.perf_counter()
+        return {"scores": scores, "metrics": metrics, "score_s": t1 - t0, "advantages_s": t2 - t1,
+                "update_s": t3 - t2, "push_s": t4 - t3}
 
     def close(self) -> None:
         """Free the engine's and the policy's models."""
@@ -146,7 +201,7 @@ class LocalStep:
 
 def _earthrl(path: Path, prompts, tasks: list[dict], *, group_size: int, max_new_tokens: int, beta: float,
              steps: int, dtype: str, threads: int) -> dict:
-    runner = LocalStep(path, dtype, model_lora(path), beta, max_new_tokens, threads)
+    runner = LocalStep(path, dtype, model_lora(path), bench_spec(beta), max_new_tokens, threads)
     try:
         runs = [runner.step(prompts, tasks, group_size) for _ in range(steps)]
     finally:

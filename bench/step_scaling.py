@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from earthrl.bench.grpo_step import LocalStep, model_lora
+from earthrl.bench.grpo_step import LocalStep, bench_spec, model_lora
 from earthrl.bench.inputs import bench_prompts, resolve_model
 
 BASE = {"group_size": 4, "turns": 1, "prompt_tokens": 512}
@@ -73,7 +73,7 @@ def bench_scaling(model: str = "tiny-llama", max_new_tokens: int = 16, beta: flo
     if unknown:
         raise ValueError(f"scaling grid variables {unknown}: use {', '.join(BASE)}")
     path = resolve_model(model)
-    runner = LocalStep(path, dtype, model_lora(path), beta, max_new_tokens, threads)
+    runner = LocalStep(path, dtype, model_lora(path), bench_spec(beta), max_new_tokens, threads)
     prompts = bench_prompts(runner.tokenizer, 1)
     out: dict = {"model": path.name, "max_new_tokens": max_new_tokens, "points": 0}
     try:

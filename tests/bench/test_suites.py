@@ -185,8 +185,8 @@ def test_goal_label_names_the_sizes_measured():
     (["algorithms", "--tokens", "-1"], "argument --tokens: must be at least 1, got -1"),
     (["all", "--batch", "0"], "argument --batch: must be at least 1, got 0"),
     (["env", "--batch", "3"], "argument --batch: bench env does not use it; it is an option of algorithms"),
-    (["env", "--model", "tiny-llama"], "argument --model: bench env does not use it; it is an option of rollout, "
-                                       "scaling, tokens, train"),
+    (["env", "--model", "tiny-llama"], "argument --model: bench env does not use it; it is an option of learn, "
+                                       "rollout, scaling, tokens, train"),
     (["fuzz", "--size", "9"], "argument --size: bench fuzz does not use it; it is an option of env"),
     (["env", "--out", "/proc/nope/x.json"], "argument --out: cannot write /proc/nope/x.json (No such file or "
                                             "directory); choose a writable path"),
