@@ -155,15 +155,15 @@ class LocalStep:
                                        observation_ids=obs, response_text=text, finish_reason=out["finish_reason"]))
                 ctx.extend(out["response_ids"] + obs)
         t1 = time.perf_counter()
-        result = self.train_on(trajs, tasks)
-        return {"generate_s": t1 - t0, **{k: result[k] for k in STAGES}, "step_s": time.perf_counter() - t0,
+        result = self.train_on(trajs, tasks, start=t1)
+        return {"generate_s": t1 - t0, **{k: result[k] for k in STAGES}, "step_s": result["end"] - t0,
                 "generated_tokens": sum(len(tn.response_ids) for tr in trajs for tn in tr.turns),
                 "sequences": len(trajs), "mean_reward": sum(result["scores"].reward) / len(trajs),
                 "loss": result["metrics"]["loss"]}
 
     def train_on(self, trajs: list[Trajectory], tasks: list[dict], *,
                  advantages_hook: Callable[[list[torch.Tensor]], list[torch.Tensor]] | None = None,
-                 batch_hook: Callable[[PackedBatch], PackedBatch] | None = None) -> dict:
+                 batch_hook: Callable[[PackedBatch], PackedBatch] | None = None, start: float | None = None) -> dict:
         """The stages after the rollout on ``trajs``: score, advantages, pack + learner update (one micro-batch
         of every row), push of the new adapter to the engine.
 
@@ -171,12 +171,14 @@ class LocalStep:
             trajs: the step's trajectories; tasks: their TaskSpec dicts.
             advantages_hook, batch_hook: harness hooks (``earthrl bench learn``'s negative controls) applied
                 to the per-token advantages and to the packed batch before the update; None: as the trainer.
+            start: ``time.perf_counter()`` at which the score stage's time starts (default: on entry); a caller
+                that timed the stage before passes that stage's end, so no moment between them goes untimed.
 
         Returns:
             ``scores`` (:class:`~earthrl.rewards.scoring.Scores`), ``metrics`` (the learner's), and seconds of
-            ``score_s``, ``advantages_s``, ``update_s``, ``push_s``.
+            ``score_s``, ``advantages_s``, ``update_s``, ``push_s``; ``end``: ``time.perf_counter()`` after the push.
         """
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if start is None else start
         scores = score(trajs, {t["id"]: t for t in tasks}, self.spec)
         t1 = time.perf_counter()
         advantages = token_advantages(trajs, scores, self.spec)
@@ -191,7 +193,7 @@ class LocalStep:
         self.engine.set_lora_weights(self.policy.adapter_state_dict())
         t4 = time.perf_counter()
         return {"scores": scores, "metrics": metrics, "score_s": t1 - t0, "advantages_s": t2 - t1,
-                "update_s": t3 - t2, "push_s": t4 - t3}
+                "update_s": t3 - t2, "push_s": t4 - t3, "end": t4}
 
     def close(self) -> None:
         """Free the engine's and the policy's models."""

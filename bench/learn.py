@@ -121,7 +121,7 @@ def algorithm_pairs(names: Sequence[str] | None = None) -> tuple[list[Pair], lis
     from hydra import compose, initialize_config_dir  # lazy: hydra at import; the env checks need none of it
     from omegaconf import OmegaConf
 
-    from earthrl.launch.hydra_app import CONFIG_NAMES  # registers the config's resolvers and schemas
+    from earthrl.launch.hydra_app import CONFIG_NAMES  # lazy: with Hydra; registers the config's resolvers and schemas
 
     available = presets("algorithm")
     wanted = list(names) if names else available
