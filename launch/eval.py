@@ -234,7 +234,7 @@ class EvalJob:
         if weights is not None:
             runtime.push_lora(weights)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
-        k = int(ev.batch_tasks)
+        k, engine_failed = int(ev.batch_tasks), []
         for chunk_no, start in enumerate(range(0, len(todo), k)):
             lifecycle.at(f"task {start + 1} of {len(todo)}")
             chunk = todo[start:start + k]
@@ -247,8 +247,12 @@ class EvalJob:
                         f.write(json.dumps({"task_id": traj.task_id, "mode": mode, "sample": i % int(ev.samples),
                                             "action_format": cfg.env.action_format,
                                             "trajectory": traj.to_dict()}) + "\n")
+                engine_failed += [t.failure_detail for t in trajs if t.failure in RETRIED_FAILURES]
                 bar.update(len(tasks))
         bar.close()
+        if engine_failed:
+            print(f"eval: {len(engine_failed)} trajectories ended by a rollout engine failure ({engine_failed[0]}); "
+                  "they are out of the report: run the same command again to run them again", flush=True)
         return len(todo)
 
     # ------------------------------------------------------------ report

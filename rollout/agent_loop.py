@@ -274,12 +274,12 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
             ids += out["response_ids"] + obs_ids
         if traj.failure is None:
             traj.record = await pool.episode_record(episode_id)
-    except EnvTimeout:
-        traj.mark_failed("env_timeout", turn=len(traj.turns))
-    except EnvFailure:
-        traj.mark_failed("env_failure", turn=len(traj.turns))
-    except EngineFailure:
-        traj.mark_failed("engine_failure", turn=len(traj.turns))
+    except EnvTimeout as exc:
+        traj.mark_failed("env_timeout", turn=len(traj.turns), detail=str(exc))
+    except EnvFailure as exc:
+        traj.mark_failed("env_failure", turn=len(traj.turns), detail=str(exc))
+    except EngineFailure as exc:
+        traj.mark_failed("engine_failure", turn=len(traj.turns), detail=str(exc))
     except Exception:  # noqa: BLE001 - a bug of EarthRL ends this episode, never the batch
         traj.mark_failed("internal_error", traceback.format_exc(), turn=len(traj.turns))
     finally:

