@@ -188,7 +188,8 @@ class BatchingEngineClient:
         from ray.exceptions import RayActorError
 
         self.engine_failures += 1
-        reason = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        cause = getattr(exc, "cause", None) or exc  # a Ray task error wraps the engine's own exception
+        reason = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
         if not isinstance(exc, RayActorError) or self.restart is None:
             return reason
         if self._restarting is None:

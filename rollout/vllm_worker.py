@@ -273,6 +273,7 @@ class Server:
         try:
             outputs = self.engine.step()
         except Exception as exc:  # noqa: BLE001 - every request in flight fails; the engine serves on
+            traceback.print_exc()  # the engine log keeps the cause beside vLLM's own dump of the batch
             for rid in list(self.ops):
                 self.fail(rid, exc)
             return

@@ -149,6 +149,14 @@ class _RaisingEngine:
         raise RuntimeError("CUDA error: an illegal memory access")
 
 
+class _RayWrappedEngine:
+    def generate(self, prompts, params):
+        from ray.exceptions import RayTaskError
+
+        raise RayTaskError("VLLMEngine.generate", "Traceback (most recent call last): ...",
+                           RuntimeError("vLLM engine: RuntimeError: an attention kernel failed"))
+
+
 class _BrokenTokenizer:
     def decode(self, ids, **kw):
         raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
@@ -163,6 +171,10 @@ def test_raising_engine_and_a_bug_in_the_loop_are_marked_never_raised(setting, t
     assert [t.failure for t in failed] == ["engine_failure"] * 2
     # the reason stays on the trajectory (eval prints it; rollouts.jsonl keeps it)
     assert [t.failure_detail for t in failed] == ["generation failed: RuntimeError: CUDA error: an illegal memory access"] * 2
+    client = BatchingEngineClient(InProcessActor(_RayWrappedEngine()), PARAMS, max_wait_s=0.5)
+    failed = _rollout(setting, pool, client)  # Ray's wrapper names the engine's own error, not Ray's traceback
+    assert {t.failure_detail for t in failed} == {"generation failed: RuntimeError: vLLM engine: RuntimeError: an "
+                                                  "attention kernel failed"}
     client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), PARAMS, max_wait_s=0.5)
     trajs = _rollout(setting, pool, client, tokenizer=_BrokenTokenizer())
     assert [t.failure for t in trajs] == ["internal_error"] * 2
