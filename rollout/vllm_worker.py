@@ -48,7 +48,13 @@ LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 def build_llm(opts: argparse.Namespace):
     """The offline ``vllm.LLM`` for ``opts`` (prefix caching on; LoRA slots when ``lora_rank > 0`` and the adapter is
     not merged; on CPU a KV cache of ``kv_cache_gib`` GiB, derived by the launcher from the model, dtype and batch;
-    on a GPU ``gpu_memory_utilization`` and, with ``sleep_mode``, vLLM's sleep mode)."""
+    on a GPU ``gpu_memory_utilization`` and, with ``sleep_mode``, vLLM's sleep mode).
+
+    On CPU, prefills are never split across steps (``enable_chunked_prefill=False``, a step's token budget of at
+    least ``max_model_len``): a partly prefilled request's sampled token is discarded and vLLM 0.32 rewinds the
+    request's seeded generator with ``set_offset``, which a CPU generator refuses ("CPU Generator does not use
+    offset"), failing every request of the step. Seen with 32 first turns of ~650 tokens at once (an evaluation
+    batch), over the default 4,096-token budget."""
     from vllm import LLM
 
     kwargs = dict(model=opts.model, dtype=opts.dtype, seed=opts.seed, enable_prefix_caching=True,
@@ -56,6 +62,7 @@ def build_llm(opts: argparse.Namespace):
                   enforce_eager=opts.enforce_eager)
     if opts.kv_cache_gib > 0:  # CPU backend: an explicit KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE), not a share
         kwargs["kv_cache_memory_bytes"] = int(opts.kv_cache_gib * 2**30)  # of the node minus the process's RSS
+        kwargs.update(enable_chunked_prefill=False, max_num_batched_tokens=max(opts.max_model_len, 4096))
     else:
         kwargs["gpu_memory_utilization"] = opts.gpu_memory_utilization
     if opts.sleep_mode:

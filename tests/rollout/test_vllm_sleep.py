@@ -103,6 +103,9 @@ def test_on_cuda_the_engine_has_sleep_mode_and_the_card_share_on_cpu_an_explicit
     cpu = vllm_worker.build_llm(_opts("cpu")).kwargs
     assert "enable_sleep_mode" not in cpu and "gpu_memory_utilization" not in cpu
     assert cpu["kv_cache_memory_bytes"] == int(1.5 * 2**30)
+    # no partial prefill on CPU (a seeded request's rewind fails there); a step fits a whole max_model_len prompt
+    assert (cpu["enable_chunked_prefill"], cpu["max_num_batched_tokens"]) == (False, 4096)
+    assert "enable_chunked_prefill" not in gpu
     assert actor_options("cuda") == {"num_cpus": 0, "num_gpus": 1, "max_restarts": 0}
     assert actor_options("cpu")["num_gpus"] == 0
 
