@@ -17,7 +17,7 @@ def turn_values_to_tokens(trajs, turn_values: torch.Tensor) -> list[torch.Tensor
 
     Returns:
         N float32 tensors, the i-th of shape (len(trajs[i].token_ids()),): the turn's value on its
-        response tokens, 0 on prompt and observation tokens.
+        response tokens, 0 on prompt, context and observation tokens.
 
     Raises:
         ValueError: if M differs from the number of turns.
@@ -35,10 +35,10 @@ def turn_values_to_tokens(trajs, turn_values: torch.Tensor) -> list[torch.Tensor
         total = len(t.prompt_ids)
         for turn in t.turns:
             k += 1
-            r, o = len(turn.response_ids), len(turn.observation_ids)
-            seg_len += [r, o]
-            seg_turn += [k, 0]
-            total += r + o
+            c, r, o = len(turn.context_ids), len(turn.response_ids), len(turn.observation_ids)
+            seg_len += [c, r, o]
+            seg_turn += [0, k, 0]
+            total += c + r + o
         totals.append(total)
     table = torch.cat([torch.zeros(1, dtype=torch.float32), turn_values.to(torch.float32)])
     flat = torch.repeat_interleave(table[torch.tensor(seg_turn, dtype=torch.long)],

@@ -116,7 +116,9 @@ TOKEN_INPUTS: dict[str, Callable] = {"role_mask": _role_mask}
 
 
 def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig) -> PackedBatch:
-    """Pack the trajectories that count (no fault, at least one turn) into micro-batches.
+    """Pack the trajectories that count (no fault, at least one turn) into micro-batches, one row per
+    sequence (:meth:`~earthrl.rollout.trajectory.Trajectory.sequence_bounds`: one per trajectory in the
+    flat loop, one per role context in loops whose turns bring their own context).
 
     Args:
         trajs: N :class:`~earthrl.rollout.trajectory.Trajectory`.
@@ -140,22 +142,27 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
     for name in cfg.loss_inputs:
         extra[name], kwargs = TOKEN_INPUTS[name](trajs, keep, n_tokens)
         loss_kwargs.update(kwargs)
+    columns = {i: {"ids": trajs[i].token_ids(), "mask": trajs[i].response_mask(), "lp": trajs[i].rollout_logprobs(),
+                   "adv": torch.as_tensor(advantages[i]).tolist(), **{k: v[i].tolist() for k, v in extra.items()}}
+               for i in keep}
+    rows = [(i, a, b) for i in keep for a, b in trajs[i].sequence_bounds() if any(columns[i]["mask"][a:b])]
     zero = set()
     if cfg.loss.loss_agg_mode in ROW_SEPARABLE_AGG:
-        zero = {i for i in keep if not bool(torch.as_tensor(advantages[i]).any())}
+        zero = {r for r in rows if not any(columns[r[0]]["adv"][r[1]:r[2]])}
 
-    def micro_batches(rows: list[int]) -> list[MicroBatch]:
+    def micro_batches(chosen: list[tuple[int, int, int]]) -> list[MicroBatch]:
         out = []
-        for idx in (rows[s:s + cfg.micro_batch_size] for s in range(0, len(rows), cfg.micro_batch_size)):
-            ids = pack_batch([trajs[i].token_ids() for i in idx], [trajs[i].response_mask() for i in idx])
+        for part in (chosen[s:s + cfg.micro_batch_size] for s in range(0, len(chosen), cfg.micro_batch_size)):
+            cut = [(columns[i], a, b) for i, a, b in part]
+            ids = pack_batch([c["ids"][a:b] for c, a, b in cut], [c["mask"][a:b] for c, a, b in cut])
             out.append(MicroBatch(ids["input_ids"], ids["attention_mask"], ids["response_mask"],
-                                  pad_right([trajs[i].rollout_logprobs() for i in idx], 0.0),
-                                  pad_right([advantages[i].tolist() for i in idx], 0.0),
-                                  {k: pad_right([v[i].tolist() for i in idx], 0.0) for k, v in extra.items()}))
+                                  pad_right([c["lp"][a:b] for c, a, b in cut], 0.0),
+                                  pad_right([c["adv"][a:b] for c, a, b in cut], 0.0),
+                                  {k: pad_right([c[k][a:b] for c, a, b in cut], 0.0) for k in extra}))
         return out
 
-    return PackedBatch(micro_batches([i for i in keep if i not in zero]), n_tokens, len(keep), loss_kwargs,
-                       zero_micro=micro_batches([i for i in keep if i in zero]))
+    return PackedBatch(micro_batches([r for r in rows if r not in zero]), n_tokens, len(rows), loss_kwargs,
+                       zero_micro=micro_batches([r for r in rows if r in zero]))
 
 
 class Learner:

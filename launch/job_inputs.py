@@ -71,10 +71,33 @@ def check_env(env) -> None:
             raise ConfigError(str(exc)) from None
 
 
+def check_agent(agent, action_format: str, backend: str) -> None:
+    """The ``agent`` group against the agent-loop registry: a registered loop (or ``module:function``) whose
+    action formats (the loop function's ``action_formats``, when it names some) include ``env.action_format``;
+    the verl backend runs the flat loop only (its rows hold one sequence each).
+
+    Raises:
+        ConfigError: the first problem, one line naming the key, the accepted values and the fix.
+    """
+    from earthrl.rollout.agents.registry import AGENT_LOOPS  # lazy: the built-in loops import torch
+
+    try:
+        loop = AGENT_LOOPS.lookup(str(agent.name), error=ValueError)
+    except ValueError as exc:
+        raise ConfigError(f"agent.name={agent.name}: {exc}") from None
+    formats = getattr(loop, "action_formats", None)
+    if formats and action_format not in formats:
+        raise ConfigError(f"agent={agent.name} writes {' or '.join(formats)} actions, not env.action_format="
+                          f"{action_format}; set env={formats[0]}")
+    if backend == "verl" and agent.name != "react":
+        raise ConfigError(f"agent={agent.name}: the verl backend runs agent=react only (one sequence per row); "
+                          "train this loop with backend=local")
+
+
 def check_job_config(cfg: DictConfig, command: str) -> None:
     """Every config value (:func:`earthrl.launch.config_schema.check_config`), the run folder
-    (:func:`check_output_dir`), the ``env`` group's settings (:func:`check_env`) and the rollout engine's
-    name.
+    (:func:`check_output_dir`), the ``env`` group's settings (:func:`check_env`), the agent loop
+    (:func:`check_agent`) and the rollout engine's name.
 
     Raises:
         ConfigError: the first bad value.
@@ -85,6 +108,8 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     key = OUTPUT_DIR_KEYS[command]
     check_output_dir(key, OmegaConf.select(cfg, key))
     check_env(to_settings(cfg.env))
+    if "agent" in cfg:
+        check_agent(to_settings(cfg.agent), str(cfg.env.action_format), str(cfg.get("backend", "local")))
     if cfg.cluster.engine in ("auto", "vllm"):
         try:  # the engine's own check, before anything is written or started
             vllm_python(str(cfg.cluster.vllm.python))

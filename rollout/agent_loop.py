@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from earthrl.envs.core.pool import EnvFailure, EnvTimeout
+from earthrl.rollout.agents.registry import AGENT_LOOPS
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.trajectory import Trajectory, Turn
@@ -214,20 +215,32 @@ TURN_FIELDS_FROM_ENV = ("role", "subgoal", "tool_calls", "verdict", "verdict_rea
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """Agent-loop limits of one rollout, built by the caller from the config (``env.max_turns``,
-    ``env.max_context_tokens``; the schema in ``launch/config_schema/env.py`` holds their defaults).
+    """Agent-loop limits and settings of one rollout, built by the caller from the config (``env.max_turns``,
+    ``env.max_context_tokens``, the ``agent`` group; the schemas in ``launch/config_schema/`` hold their defaults).
 
     Attributes:
-        max_turns: assistant turns per episode before it is cut (no answer = incorrect).
-        max_context_tokens: an episode stops when its ids exceed this many tokens.
+        max_turns: assistant turns per episode before it is cut (no answer = incorrect); every role's turns count.
+        max_context_tokens: an episode stops when its ids (a role's context, in loops with several) exceed
+            this many tokens.
         phrasing: task phrasing shown to the agent: "IF" (steps given), "AP" (goal only) or "OW".
+        agent: the agent loop (:data:`~earthrl.rollout.agents.registry.AGENT_LOOPS` name, ``agent.name``).
+        options: the loop's own options (``agent.options``).
+        adapters: role -> LoRA adapter name (``agent.adapters``); see :meth:`adapter`.
     """
 
     max_turns: int
     max_context_tokens: int
     phrasing: str
+    agent: str
+    options: dict
+    adapters: dict
+
+    def adapter(self, role: str) -> str:
+        """The adapter that generates ``role``'s turns: ``adapters[role]``, else ``"shared"`` (the one adapter)."""
+        return str(self.adapters.get(role, "shared"))
 
 
+@AGENT_LOOPS.register("react")
 async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, tokenizer,
                       engine: BatchingEngineClient, pool, cfg: LoopConfig, index: int = 0) -> Trajectory:
     """Play one task to its end and return the trajectory. Never raises: agent errors are error
@@ -259,6 +272,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
                         response_text=text, observation=res["observation"], error=bool(res["error"]),
                         error_kind=res["error_kind"], tool_call=res["tool_call"], finish_reason=out["finish_reason"],
                         **{k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None})
+            turn.adapter = cfg.adapter(turn.role)
             traj.turns.append(turn)
             if res.get("internal_error"):  # an EarthRL bug inside the step: the episode is marked
                 traj.mark_failed("internal_error", res["internal_error"], turn=t)
@@ -291,12 +305,14 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
 
 async def collect_rollouts(tasks: list[dict], group_size: int, step: int, group_prefix: str = "",
                            **kwargs) -> list[Trajectory]:
-    """Run ``group_size`` episodes of every task concurrently.
+    """Run ``group_size`` episodes of every task concurrently, with the agent loop ``cfg.agent`` (``kwargs``:
+    :func:`run_episode`'s keywords).
 
     Returns:
         len(tasks) * group_size trajectories, grouped by task in order; group keys are
         ``"<group_prefix><step>/<task id>"``.
     """
-    coros = [run_episode(task, f"{group_prefix}{step}/{task['id']}", index=k * group_size + g, **kwargs)
+    episode = AGENT_LOOPS.lookup(kwargs["cfg"].agent)
+    coros = [episode(task, f"{group_prefix}{step}/{task['id']}", index=k * group_size + g, **kwargs)
              for k, task in enumerate(tasks) for g in range(group_size)]
     return list(await asyncio.gather(*coros))

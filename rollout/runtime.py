@@ -100,7 +100,7 @@ class RolloutRuntime:
 
     Args:
         settings: the job's typed settings (``earthrl.launch.config_schema.roots.JobConfig``: its ``model``,
-            ``env`` and ``cluster``), never the Hydra tree.
+            ``env``, ``agent`` and ``cluster``), never the Hydra tree.
         model_path: HF folder of the base model.
         data_root: data folder of the task suite.
         workspace_root: where EnvPool episodes get their workspaces.
@@ -121,7 +121,7 @@ class RolloutRuntime:
         from earthrl.rollout.engines import continuous_batching, make_engine, resolve_engine
 
         cluster, env = settings.cluster, settings.env
-        self.env = env
+        self.env, self.agent = env, settings.agent
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.codec = ChatCodec(self.tokenizer)
         eos = self.tokenizer.eos_token_id
@@ -207,7 +207,8 @@ class RolloutRuntime:
         params = SamplingParams(max_new_tokens=int(sampling.max_new_tokens), temperature=float(sampling.temperature),
                                 top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
         loop_cfg = LoopConfig(max_turns=int(env.max_turns), max_context_tokens=int(env.max_context_tokens),
-                              phrasing=phrasing)
+                              phrasing=phrasing, agent=str(self.agent.name), options=dict(self.agent.options),
+                              adapters=dict(self.agent.adapters))
 
         async def go():
             client = BatchingEngineClient(self.engine, params, restart=self.restart_engine, continuous=self.continuous)

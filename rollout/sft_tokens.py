@@ -69,7 +69,8 @@ def label_mask(traj: Trajectory, mode: str) -> list[int]:
     masked = check_mode(mode) == "masked"
     mask = [0] * len(traj.prompt_ids)
     for t in traj.turns:
-        mask += [0 if (masked and t.error) else 1] * len(t.response_ids) + [0] * len(t.observation_ids)
+        mask += ([0] * len(t.context_ids) + [0 if (masked and t.error) else 1] * len(t.response_ids)
+                 + [0] * len(t.observation_ids))
     return mask
 
 

@@ -3,6 +3,12 @@
 Token-in/token-out: the ids of a trajectory are
 ``prompt_ids + response_ids[0] + observation_ids[0] + response_ids[1] + …`` exactly as
 the engine saw and produced them; nothing is re-tokenised from text.
+
+Agent loops whose roles see contexts of their own (a planner and an executor, a manager and its
+specialists) give such a turn the whole prompt it was generated from (:attr:`Turn.context_ids`); the
+ids are then ``… + context_ids[k] + response_ids[k] + observation_ids[k] + …``, and
+:meth:`Trajectory.sequence_bounds` cuts them into the sequences the learner scores, one per context,
+so that every response token is conditioned on exactly what the engine conditioned it on.
 """
 
 from __future__ import annotations
@@ -35,6 +41,13 @@ class Turn:
             set of its artifacts by lineage, :mod:`earthrl.envs.core.anchor`); turns of different
             episodes with equal anchors form GiGPO's step groups. "" when unknown (records written
             before anchors existed).
+        context_ids: the whole prompt the turn was generated from, when the turn starts a fresh context
+            of its role instead of continuing the running sequence (then the previous turn's
+            ``observation_ids`` are empty); [] for a turn that continues it (every turn of the flat loop).
+        node: the workflow node or step the turn works on (``"plan"``, ``"n2"``, …); "" when the agent
+            loop has none.
+        adapter: the LoRA adapter the turn was generated with (``agent.adapters`` of its role); "" when
+            the policy has one unnamed adapter.
     """
 
     response_ids: list[int]
@@ -52,6 +65,9 @@ class Turn:
     verdict: str | None = None
     verdict_reasons: list[str] = field(default_factory=list)
     anchor: str = ""
+    context_ids: list[int] = field(default_factory=list)
+    node: str = ""
+    adapter: str = ""
 
 
 # fields that records written before the scoring stage existed carry; read back, they are dropped
@@ -92,6 +108,8 @@ class Trajectory:
         record: the environment's episode record (:meth:`earthrl.envs.core.env.RSEnv.episode_record`):
             ``{"artifacts": [{"name", "tool", "parents"}], "skills_opened": [...],
             "docs_opened": [...]}`` — what MEFR's progress terms are computed from.
+        agent_stats: counts the agent loop reports for the episode (e.g. a planner–executor's
+            ``{"commits", "retries", "repairs", ...}``); {} for the flat loop.
     """
 
     task_id: str
@@ -106,6 +124,7 @@ class Trajectory:
     failure_turn: int | None = None
     episode_id: str = ""
     record: dict = field(default_factory=dict)
+    agent_stats: dict = field(default_factory=dict)
 
     def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None,
                     detail: str | None = None) -> None:
@@ -127,30 +146,45 @@ class Trajectory:
         """``[start, end)`` of each turn's response tokens in :meth:`token_ids` order."""
         spans, pos = [], len(self.prompt_ids)
         for t in self.turns:
+            pos += len(t.context_ids)
             spans.append((pos, pos + len(t.response_ids)))
             pos += len(t.response_ids) + len(t.observation_ids)
         return spans
 
-    def token_ids(self) -> list[int]:
-        """All ids of the episode in order: prompt, then per turn response and observation."""
-        ids = list(self.prompt_ids)
+    def sequence_bounds(self) -> list[tuple[int, int]]:
+        """``[start, end)`` over :meth:`token_ids` of each sequence the learner scores: one from the start,
+        then a new one at every turn with :attr:`Turn.context_ids` (module doc). One span for the flat loop;
+        empty sequences (no prompt before a first turn that brings its own context) are left out."""
+        bounds, start, pos = [], 0, len(self.prompt_ids)
         for t in self.turns:
-            ids += t.response_ids + t.observation_ids
-        return ids
+            if t.context_ids:
+                bounds.append((start, pos))
+                start = pos
+            pos += len(t.context_ids) + len(t.response_ids) + len(t.observation_ids)
+        bounds.append((start, pos))
+        return [(a, b) for a, b in bounds if b > a]
+
+    def _per_token(self, prompt, context, response, observation) -> list:
+        out = list(prompt)
+        for t in self.turns:
+            out += context(t) + response(t) + observation(t)
+        return out
+
+    def token_ids(self) -> list[int]:
+        """All ids of the episode in order: prompt, then per turn its context (if any), response and
+        observation."""
+        return self._per_token(self.prompt_ids, lambda t: t.context_ids, lambda t: t.response_ids,
+                               lambda t: t.observation_ids)
 
     def response_mask(self) -> list[int]:
-        """1 on model-generated tokens, 0 on prompt and observation tokens; same length as token_ids()."""
-        mask = [0] * len(self.prompt_ids)
-        for t in self.turns:
-            mask += [1] * len(t.response_ids) + [0] * len(t.observation_ids)
-        return mask
+        """1 on model-generated tokens, 0 on prompt, context and observation tokens; same length as token_ids()."""
+        return self._per_token([0] * len(self.prompt_ids), lambda t: [0] * len(t.context_ids),
+                               lambda t: [1] * len(t.response_ids), lambda t: [0] * len(t.observation_ids))
 
     def rollout_logprobs(self) -> list[float]:
         """Engine logprobs aligned with token_ids(); 0.0 where the mask is 0."""
-        lp = [0.0] * len(self.prompt_ids)
-        for t in self.turns:
-            lp += list(t.response_logprobs) + [0.0] * len(t.observation_ids)
-        return lp
+        return self._per_token([0.0] * len(self.prompt_ids), lambda t: [0.0] * len(t.context_ids),
+                               lambda t: list(t.response_logprobs), lambda t: [0.0] * len(t.observation_ids))
 
     @property
     def num_turns(self) -> int:

@@ -132,6 +132,10 @@ def to_agent_loop_output(traj: Trajectory, *, uid: str, response_length: int, ta
         generate_s: seconds spent in the server (``metrics.generate_sequences``).
         env_s: the episode's other seconds, environment steps mostly (``metrics.tool_calls``).
     """
+    if len(traj.sequence_bounds()) > 1:
+        raise ValueError("a trajectory with turns of their own context (Turn.context_ids) is more than one "
+                         "sequence, which one verl row cannot hold; train this agent loop on the local backend "
+                         "(cluster.backend=local)")
     n = len(traj.prompt_ids)
     ids, mask, lps = (x[n:][:response_length] for x in (traj.token_ids(), traj.response_mask(), traj.rollout_logprobs()))
     if traj.failure is not None:
@@ -215,7 +219,8 @@ class EarthRLAgentLoop(AgentLoopBase):
         engine = ServerManagerEngine(self.server_manager, uuid.uuid4().hex, dict(sampling_params),
                                      int(s["max_new_tokens"]), list(s["stop_strings"]), self.stop_ids)
         cfg = LoopConfig(max_turns=int(s["max_turns"]), phrasing=str(s["phrasing"]),
-                         max_context_tokens=int(rollout.prompt_length) + int(rollout.response_length))
+                         max_context_tokens=int(rollout.prompt_length) + int(rollout.response_length),
+                         agent="react", options={}, adapters={})  # verl rows hold one sequence: the flat loop
         t0 = time.perf_counter()
         traj = await run_episode(task, uid, system=self.system_prompt, codec=self.codec, tokenizer=self.tokenizer,
                                  engine=engine, pool=self.pool, cfg=cfg)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from earthrl.launch.config_schema.agent import AgentConfig
 from earthrl.launch.config_schema.algorithm import AlgorithmConfig, SamplingConfig
 from earthrl.launch.config_schema.cluster import ClusterConfig
 from earthrl.launch.config_schema.env import EnvConfig
@@ -28,7 +29,9 @@ class JobConfig:
                                     "trainer on GPUs (cluster=4090x2|4090x4|a100x8|a100x16)", choices=("local", "verl"))
     model: ModelConfig = setting(factory=ModelConfig, doc="the policy model (conf/model)")
     tasks: TasksConfig = setting(factory=TasksConfig, doc="the task suite (conf/tasks)")
-    env: EnvConfig = setting(factory=EnvConfig, doc="the environment and the agent loop (conf/env)")
+    env: EnvConfig = setting(factory=EnvConfig, doc="the environment and the agent loop's limits (conf/env)")
+    agent: AgentConfig = setting(factory=AgentConfig, doc="the agent loop: who speaks next and what each role "
+                                                          "sees (conf/agent)")
     cluster: ClusterConfig = setting(factory=ClusterConfig, doc="machines and rollout engine (conf/cluster)")
     logger: LoggerConfig = setting(factory=LoggerConfig, doc="where metrics go (conf/logger)")
 

@@ -35,7 +35,7 @@ PRIMARY = {"train": "config", "eval": "eval", "sft": "sft", "learn": "learn"}
 #: config group -> the commands that compose it
 GROUPS = {"model": ["train", "eval", "sft"], "tasks": ["train", "eval", "sft"], "env": ["train", "eval", "sft"],
           "cluster": ["train", "eval", "sft"], "logger": ["train", "eval", "sft"], "algorithm": ["train"],
-          "trainer": ["train"], "sft": ["sft"], "learn": ["learn"]}
+          "trainer": ["train"], "sft": ["sft"], "learn": ["learn"], "agent": ["train", "eval"]}
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +99,9 @@ def test_every_composed_config_is_typed_by_the_schema(hydra_ctx, command):
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
 def test_every_yaml_validates_against_its_schema(hydra_ctx, group):
-    schema = OmegaConf.structured(ROOTS["train"] if group == "algorithm" else _group_schema(group))
     for preset in _presets(group):
+        schema = OmegaConf.structured(ROOTS["train"] if group == "algorithm" or _is_global(group, preset)
+                                      else _group_schema(group))
         raw = OmegaConf.load(CONF_DIR / group / f"{preset}.yaml") or OmegaConf.create({})
         raw.pop("defaults", None)
         content = raw if _is_global(group, preset) or group != "algorithm" else OmegaConf.create({"algorithm": raw})
@@ -121,7 +122,7 @@ def _inherited(group: str, preset: str) -> dict:
     base = OmegaConf.structured(ROOTS["train"] if glob else _group_schema(group))
     raw = OmegaConf.load(CONF_DIR / group / f"{preset}.yaml") or OmegaConf.create({})
     for parent in raw.get("defaults", []):
-        if parent != "_self_":
+        if isinstance(parent, str) and parent != "_self_":  # {override /env: …}: another group's choice
             assert _is_global(group, parent) == glob, f"conf/{group}/{preset}.yaml: its parent {parent} has another package"
             base = OmegaConf.merge(base, _own(group, parent))
     return OmegaConf.to_container(base, resolve=False)
@@ -132,7 +133,8 @@ def _own(group: str, preset: str):
     raw = OmegaConf.load(CONF_DIR / group / f"{preset}.yaml") or OmegaConf.create({})
     merged = OmegaConf.create({})
     for parent in raw.pop("defaults", []):
-        merged = OmegaConf.merge(merged, _own(group, parent) if parent != "_self_" else raw)
+        if isinstance(parent, str):
+            merged = OmegaConf.merge(merged, _own(group, parent) if parent != "_self_" else raw)
     return OmegaConf.merge(merged, raw)
 
 

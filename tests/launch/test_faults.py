@@ -52,7 +52,7 @@ def _pool(worker):
 def _rollout(setting, pool, client, group_size=2, max_turns=6, tokenizer=None):
     tok, codec, task, _ = setting
     return asyncio.run(collect_rollouts([task], group_size, 0, system="S", codec=codec, tokenizer=tokenizer or tok,
-                                        engine=client, pool=pool, cfg=LoopConfig(max_turns=max_turns, max_context_tokens=3072, phrasing="IF")))
+                                        engine=client, pool=pool, cfg=LoopConfig(max_turns=max_turns, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={})))
 
 
 class _BuggyWorker(EnvWorker):

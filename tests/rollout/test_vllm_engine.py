@@ -225,7 +225,7 @@ def test_agent_loop_masks_equal_with_either_engine(engine, hf, codec, tiny_model
             client = BatchingEngineClient(InProcessActor(eng), SamplingParams(max_new_tokens=8, temperature=0.0, top_p=1.0),
                                           max_wait_s=1.0)
             return await collect_rollouts(tasks, 1, 5, system="S", codec=codec, tokenizer=tok, engine=client,
-                                          pool=pool, cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF"))
+                                          pool=pool, cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF", agent="react", options={}, adapters={}))
         return asyncio.run(go())
 
     for a, b in zip(run(engine, "v"), run(hf, "h")):

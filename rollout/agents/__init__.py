@@ -1,0 +1,1 @@
+"""Agent loops: who speaks next and what context each role sees (registry: :mod:`.registry`)."""

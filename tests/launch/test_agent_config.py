@@ -1,0 +1,45 @@
+"""The ``agent`` config group: each preset's loop and action format, and the one-line refusals."""
+
+import pytest
+from hydra import initialize_config_dir
+
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.config_schema import to_settings
+from earthrl.launch.job_inputs import check_agent
+from earthrl.launch.overrides import CONF_DIR, compose_job
+
+
+@pytest.fixture(scope="module")
+def hydra_ctx():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        yield
+
+
+@pytest.mark.parametrize("command", ["config", "eval"])
+@pytest.mark.parametrize("preset, loop, action_format, max_turns", [
+    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "react", "hierarchical", 10)])
+def test_each_preset_picks_its_loop_and_action_format(hydra_ctx, command, preset, loop, action_format, max_turns):
+    cfg = compose_job(command, ["logger=none", f"agent={preset}"])
+    assert (cfg.agent.name, cfg.env.action_format, cfg.env.max_turns) == (loop, action_format, max_turns)
+    check_agent(to_settings(cfg.agent), cfg.env.action_format, "local")
+
+
+def test_an_unknown_loop_is_one_line_naming_the_known_ones(hydra_ctx):
+    agent = to_settings(compose_job("config", ["agent.name=plan_and_act"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent.name=plan_and_act: unknown agent loop 'plan_and_act'; .*react"):
+        check_agent(agent, "json", "local")
+
+
+def test_the_verl_backend_runs_the_flat_loop_only(hydra_ctx):
+    agent = to_settings(compose_job("config", ["agent.name=earthrl.rollout.agent_loop:run_episode"]).agent)
+    check_agent(agent, "json", "local")  # a loop given as module:function runs on the local backend
+    with pytest.raises(ConfigError, match="verl backend runs agent=react only.*backend=local"):
+        check_agent(agent, "json", "verl")
+
+
+def test_a_role_without_an_adapter_uses_the_shared_one():
+    from earthrl.rollout.agent_loop import LoopConfig
+
+    cfg = LoopConfig(max_turns=2, max_context_tokens=64, phrasing="IF", agent="react", options={},
+                     adapters={"manager": "mgr"})
+    assert (cfg.adapter("manager"), cfg.adapter("specialist")) == ("mgr", "shared")
