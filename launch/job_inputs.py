@@ -7,6 +7,7 @@ Each function raises :class:`~earthrl.envs.errors.ConfigError` with one line nam
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import shutil
 from pathlib import Path
@@ -73,8 +74,9 @@ def check_env(env) -> None:
 
 def check_agent(agent, action_format: str, backend: str) -> None:
     """The ``agent`` group against the agent-loop registry: a registered loop (or ``module:function``) whose
-    action formats (the loop function's ``action_formats``, when it names some) include ``env.action_format``;
-    the verl backend runs the flat loop only (its rows hold one sequence each).
+    action formats (the loop function's ``action_formats``, when it names some) include ``env.action_format``,
+    ``agent.options`` that the loop's ``options_schema`` (a dataclass with a ``check()`` that raises
+    ValueError) has and accepts; the verl backend runs the flat loop only (its rows hold one sequence each).
 
     Raises:
         ConfigError: the first problem, one line naming the key, the accepted values and the fix.
@@ -89,6 +91,17 @@ def check_agent(agent, action_format: str, backend: str) -> None:
     if formats and action_format not in formats:
         raise ConfigError(f"agent={agent.name} writes {' or '.join(formats)} actions, not env.action_format="
                           f"{action_format}; set env={formats[0]}")
+    schema = getattr(loop, "options_schema", None)  # a dataclass of the loop's options and their defaults
+    known = [f.name for f in dataclasses.fields(schema)] if schema is not None else []
+    unknown = sorted(set(agent.options) - set(known))
+    if unknown:
+        raise ConfigError(f"agent.options.{unknown[0]}: agent={agent.name} has no such option; its options are "
+                          f"{', '.join(known) or 'none'} (docs/agents.md)")
+    if schema is not None:
+        try:
+            schema(**agent.options).check()
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"agent.options: {exc}") from None
     if backend == "verl" and agent.name != "react":
         raise ConfigError(f"agent={agent.name}: the verl backend runs agent=react only (one sequence per row); "
                           "train this loop with backend=local")

@@ -20,7 +20,7 @@ import dataclasses
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from earthrl.envs.core.pool import EnvFailure, EnvTimeout
@@ -235,16 +235,65 @@ class LoopConfig:
     options: dict
     adapters: dict
 
+    def options_as(self, schema: type):
+        """``options`` as the loop's options dataclass ``schema`` (its defaults for the keys not given; the
+        launcher checked the keys before the run, ``launch.job_inputs.check_agent``)."""
+        return schema(**self.options)
+
     def adapter(self, role: str) -> str:
         """The adapter that generates ``role``'s turns: ``adapters[role]``, else ``"shared"`` (the one adapter)."""
         return str(self.adapters.get(role, "shared"))
 
 
+def new_trajectory(task: dict, group: str) -> Trajectory:
+    """An empty trajectory of ``task`` in ``group`` with a fresh episode id (``<task id>-<8 hex>``)."""
+    return Trajectory(task_id=task["id"], group=group, prompt_ids=[], episode_id=f"{task['id']}-{uuid.uuid4().hex[:8]}")
+
+
+def turn_from(out: dict, text: str, res: dict, role: str, cfg: LoopConfig, **fields) -> Turn:
+    """The :class:`Turn` of one engine result ``out`` (decoded as ``text``) and the env's step result ``res``:
+    the env's fields of :data:`TURN_FIELDS_FROM_ENV`, the adapter of the turn's role (the env's ``role``
+    when it names one, else ``role``) and ``fields`` (``context_ids``, ``node``, …)."""
+    env_fields = {k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None}
+    turn = Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"], response_text=text,
+                observation=res["observation"], error=bool(res["error"]), error_kind=res["error_kind"],
+                tool_call=res["tool_call"], finish_reason=out["finish_reason"], **{"role": role, **env_fields, **fields})
+    turn.adapter = cfg.adapter(turn.role)
+    return turn
+
+
+async def play(traj: Trajectory, body: Callable[[], Awaitable[None]], *, engine: BatchingEngineClient,
+               pool) -> Trajectory:
+    """Run an episode's turns (``body``) with the fault handling every agent loop shares, then close it.
+
+    A fault marks the trajectory and ends the episode (module doc): an :class:`EnvTimeout`, an
+    :class:`EnvFailure`, an :class:`EngineFailure`, or any other exception (``internal_error`` with its
+    traceback). A clean end stores the env's episode record. Never raises.
+    """
+    engine.episode_started()
+    try:
+        await body()
+        if traj.failure is None:
+            traj.record = await pool.episode_record(traj.episode_id)
+    except EnvTimeout as exc:
+        traj.mark_failed("env_timeout", turn=len(traj.turns), detail=str(exc))
+    except EnvFailure as exc:
+        traj.mark_failed("env_failure", turn=len(traj.turns), detail=str(exc))
+    except EngineFailure as exc:
+        traj.mark_failed("engine_failure", turn=len(traj.turns), detail=str(exc))
+    except Exception:  # noqa: BLE001 - a bug of EarthRL ends this episode, never the batch
+        traj.mark_failed("internal_error", traceback.format_exc(), turn=len(traj.turns))
+    finally:
+        engine.episode_finished()
+        await pool.close(traj.episode_id)
+    return traj
+
+
 @AGENT_LOOPS.register("react")
 async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, tokenizer,
                       engine: BatchingEngineClient, pool, cfg: LoopConfig, index: int = 0) -> Trajectory:
-    """Play one task to its end and return the trajectory. Never raises: agent errors are error
-    turns, faults mark the trajectory (:attr:`Trajectory.failure`) and end the episode.
+    """Play one task to its end with the flat loop and return the trajectory. Never raises: agent errors are
+    error turns, faults mark the trajectory (:attr:`Trajectory.failure`) and end the episode.
 
     Args:
         task: a TaskSpec as a dict (``model_dump()``).
@@ -257,10 +306,10 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         cfg: :class:`LoopConfig`.
         index: the episode's place in its rollout (part of its requests' seeds in continuous mode).
     """
-    episode_id = f"{task['id']}-{uuid.uuid4().hex[:8]}"
-    traj = Trajectory(task_id=task["id"], group=group, prompt_ids=[], episode_id=episode_id)
-    engine.episode_started()
-    try:
+    traj = new_trajectory(task, group)
+    episode_id = traj.episode_id
+
+    async def turns() -> None:
         user = await pool.reset(episode_id, task, cfg.phrasing)
         traj.prompt_ids = codec.prompt_ids(system, user)
         ids = list(traj.prompt_ids)
@@ -268,39 +317,23 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
             out = await engine.generate(ids, (index, t))
             text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
             res = await pool.step(episode_id, text)
-            turn = Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"],
-                        response_text=text, observation=res["observation"], error=bool(res["error"]),
-                        error_kind=res["error_kind"], tool_call=res["tool_call"], finish_reason=out["finish_reason"],
-                        **{k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None})
-            turn.adapter = cfg.adapter(turn.role)
+            turn = turn_from(out, text, res, "agent", cfg)
             traj.turns.append(turn)
             if res.get("internal_error"):  # an EarthRL bug inside the step: the episode is marked
                 traj.mark_failed("internal_error", res["internal_error"], turn=t)
-                break
+                return
             if res["done"]:
                 traj.answer = res["answer"]
-                break
+                return
             if t + 1 == cfg.max_turns:
-                break
+                return
             obs_ids = codec.observation_ids(res["observation"], out["response_ids"])
             if len(ids) + len(out["response_ids"]) + len(obs_ids) > cfg.max_context_tokens:
-                break
+                return
             turn.observation_ids = obs_ids
             ids += out["response_ids"] + obs_ids
-        if traj.failure is None:
-            traj.record = await pool.episode_record(episode_id)
-    except EnvTimeout as exc:
-        traj.mark_failed("env_timeout", turn=len(traj.turns), detail=str(exc))
-    except EnvFailure as exc:
-        traj.mark_failed("env_failure", turn=len(traj.turns), detail=str(exc))
-    except EngineFailure as exc:
-        traj.mark_failed("engine_failure", turn=len(traj.turns), detail=str(exc))
-    except Exception:  # noqa: BLE001 - a bug of EarthRL ends this episode, never the batch
-        traj.mark_failed("internal_error", traceback.format_exc(), turn=len(traj.turns))
-    finally:
-        engine.episode_finished()
-        await pool.close(episode_id)
-    return traj
+
+    return await play(traj, turns, engine=engine, pool=pool)
 
 
 async def collect_rollouts(tasks: list[dict], group_size: int, step: int, group_prefix: str = "",

@@ -178,7 +178,7 @@ def test_raising_engine_and_a_bug_in_the_loop_are_marked_never_raised(setting, t
     client = BatchingEngineClient(InProcessActor(ScriptedEngine(tok, codec, script)), PARAMS, max_wait_s=0.5)
     trajs = _rollout(setting, pool, client, tokenizer=_BrokenTokenizer())
     assert [t.failure for t in trajs] == ["internal_error"] * 2
-    assert "UnicodeDecodeError" in trajs[0].internal_error and "run_episode" in trajs[0].internal_error
+    assert "UnicodeDecodeError" in trajs[0].internal_error and "agent_loop.py" in trajs[0].internal_error
 
 
 class _NeverAnswers:
