@@ -67,14 +67,17 @@ def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict,
     }
 
 def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
-    """Append the step's trajectories (text, tool calls) with their scores to ``path`` (the run's rollouts.jsonl)."""
+    """Append the step's trajectories (text, tool calls, each turn's role, node and adapter, the loop's
+    ``agent_stats``) with their scores to ``path`` (the run's rollouts.jsonl)."""
     scores = batch.scores
     with path.open("a") as f:
         for i, t in enumerate(batch.trajs):
             f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
                                 "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
                                 "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
+                                "agent_stats": t.agent_stats,
                                 "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                            "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
-                                           "subgoal": u.subgoal, "verdict": u.verdict, "anchor": u.anchor}
+                                           "node": u.node, "adapter": u.adapter, "subgoal": u.subgoal,
+                                           "verdict": u.verdict, "anchor": u.anchor}
                                           for u in t.turns]}) + "\n")

