@@ -36,8 +36,9 @@ class EpisodeRecord:
             None when the source logged no calls for this episode (then the call-based
             metrics leave the record out, as Earth-Agent skips a missing prediction).
         turns: one dict per assistant turn: ``{"error": bool, "error_kind": str | None,
-            "action_tokens": int, "observation_tokens": int, "role": str,
-            "tool_calls": list[dict]}``; empty when the source logged no turns (Earth-Bench
+            "action_tokens": int, "observation_tokens": int, "context_tokens": int (the turn's own
+            context, 0 when it continues the running one), "node": str, "subgoal": dict | None,
+            "role": str, "tool_calls": list[dict]}``; empty when the source logged no turns (Earth-Bench
             prediction files).
         answer: the final answer (``{"value", "unit"}`` for EarthRL, the raw answer text for
             Earth-Bench files), or None when the agent never answered.
@@ -47,6 +48,8 @@ class EpisodeRecord:
         action_format: ``"json"``, ``"codeact"``, ``"hierarchical"``, or the source's name.
         faulted: a fault outside the agent ended the episode (``Trajectory.faulted``); such records
             are left out of every metric and counted under ``skipped["faulted"]``.
+        agent_stats: the agent loop's counts for the episode (``Trajectory.agent_stats``: commits,
+            cross-checks, replans, repairs, retries, …); {} for the flat loop and other sources.
     """
 
     task_id: str
@@ -58,6 +61,7 @@ class EpisodeRecord:
     mode: str = "AP"
     action_format: str = "json"
     faulted: bool = False
+    agent_stats: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict of the record."""
@@ -89,12 +93,13 @@ class EpisodeRecord:
             turns.append({"error": bool(turn.error), "error_kind": turn.error_kind,
                           "action_tokens": len(turn.response_ids),
                           "observation_tokens": len(turn.observation_ids),
+                          "context_tokens": len(turn.context_ids), "node": turn.node, "subgoal": turn.subgoal,
                           "role": turn.role, "tool_calls": turn_calls})
         answer = traj.answer
         correct = answer_correct(answer, task["answer"]) if task.get("answer") is not None else None
         return cls(task_id=traj.task_id, calls=calls, turns=turns, answer=answer, correct=correct,
                    skill=task.get("skill", ""), mode=mode, action_format=action_format,
-                   faulted=bool(traj.faulted))
+                   faulted=bool(traj.faulted), agent_stats=dict(traj.agent_stats))
 
     @classmethod
     def from_earthbench_prediction(cls, task_id: str, tool_calls: list | None, answer_text: str | None,

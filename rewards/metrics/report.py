@@ -15,6 +15,7 @@ from pathlib import Path
 from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rewards.metrics.compute import compute_all
 from earthrl.rewards.metrics.earthbench import score_run
+from earthrl.rewards.metrics.roles import role_metrics, roles_markdown
 from earthrl.rollout.trajectory import Trajectory
 
 # metrics shown in the Markdown tables, in order: key -> (label, format)
@@ -66,7 +67,8 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
     Returns:
         ``{"n_trajectories", "n_tasks", "metrics": {"n": int, name: {"value", "ci95", "n"}}, "by_skill": {skill: metrics},
         "by_mode": {mode: metrics}, "turns_histogram": {turns: count},
-        "tokens_by_format": {format: {"action_tokens", "observation_tokens"}}}``.
+        "tokens_by_format": {format: {"action_tokens", "observation_tokens"}},
+        "roles": :func:`earthrl.rewards.metrics.roles.role_metrics`}``.
     """
     records = episode_records(entries, tasks_by_id)
     refs = {tid: t["reference"] for tid, t in tasks_by_id.items()}
@@ -100,6 +102,7 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
             fmt: {key: sum(sum(t[key] for t in r.turns) for r in recs) / len(recs)
                   for key in ("action_tokens", "observation_tokens")}
             for fmt, recs in sorted(groups["by_format"].items())},
+        "roles": role_metrics(records, refs),
     }
 
 
@@ -168,6 +171,8 @@ def to_markdown(report: dict) -> str:
         lines += ["", "## Tokens per trajectory by action format", "", "| format | action | observation |",
                   "|---|---|---|", *[f"| {f} | {v['action_tokens']:.1f} | {v['observation_tokens']:.1f} |"
                                      for f, v in report["tokens_by_format"].items()]]
+    if report.get("roles"):
+        lines += roles_markdown(report["roles"])
     skipped = {k: (len(v) if isinstance(v, list) else v) for k, v in report.get("skipped", {}).items()}
     if any(skipped.values()):
         lines += ["", "Left out of some metrics:", "",

