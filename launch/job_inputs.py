@@ -81,7 +81,7 @@ def check_agent(agent, action_format: str, backend: str) -> None:
     Raises:
         ConfigError: the first problem, one line naming the key, the accepted values and the fix.
     """
-    from earthrl.rollout.agents.registry import AGENT_LOOPS  # lazy: the built-in loops import torch
+    from earthrl.rollout.agent_registry import AGENT_LOOPS  # lazy: the built-in loops import torch
 
     try:
         loop = AGENT_LOOPS.lookup(str(agent.name), error=ValueError)

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from earthrl.envs.core.pool import EnvFailure, EnvTimeout
-from earthrl.rollout.agents.registry import AGENT_LOOPS
+from earthrl.rollout.agent_registry import AGENT_LOOPS
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.hf_engine import SamplingParams
 from earthrl.rollout.trajectory import Trajectory, Turn
@@ -223,7 +223,7 @@ class LoopConfig:
         max_context_tokens: an episode stops when its ids (a role's context, in loops with several) exceed
             this many tokens.
         phrasing: task phrasing shown to the agent: "IF" (steps given), "AP" (goal only) or "OW".
-        agent: the agent loop (:data:`~earthrl.rollout.agents.registry.AGENT_LOOPS` name, ``agent.name``).
+        agent: the agent loop (:data:`~earthrl.rollout.agent_registry.AGENT_LOOPS` name, ``agent.name``).
         options: the loop's own options (``agent.options``).
         adapters: role -> LoRA adapter name (``agent.adapters``); see :meth:`adapter`.
     """

@@ -11,7 +11,7 @@ from earthrl.launch.config_schema.rules import setting
 @dataclass
 class AgentConfig:
     """Schema of conf/agent/*.yaml. The action format (how one action is written) stays ``env.action_format``;
-    the loop (``name``, :data:`earthrl.rollout.agents.registry.AGENT_LOOPS`) decides the turns around it."""
+    the loop (``name``, :data:`earthrl.rollout.agent_registry.AGENT_LOOPS`) decides the turns around it."""
 
     name: str = setting("react", "the agent loop: react (one flat loop, one growing context: json, codeact or "
                                  "hierarchical actions) | planner_executor (Earth-Agent-Pro: a planner's "

@@ -36,7 +36,7 @@ import json
 from dataclasses import dataclass, field
 
 from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, play, turn_from
-from earthrl.rollout.agents.registry import AGENT_LOOPS
+from earthrl.rollout.agent_registry import AGENT_LOOPS
 from earthrl.rollout.trajectory import Trajectory
 
 CROSS_CHECKS = ("alternative", "rerun")
