@@ -25,6 +25,7 @@ from earthrl.launch.compute import job_device
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+from earthrl.launch.sweep import sweep_job_dirname
 from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import RolloutRuntime
@@ -158,15 +159,16 @@ class EvalJob:
         return inputs
 
     def default_output_dir(self) -> Path:
-        """``runs/eval/<experiment_name>`` for a model run; named after the source when scoring files
-        (an Earth-Agent run folder or a trajectories file), so re-scoring never overwrites a model's report."""
+        """``runs/eval/<experiment_name>`` for a model run (``…/<the job's overrides>`` in a sweep, ``-m``, so that
+        its evaluations never share a folder); named after the source when scoring files (an Earth-Agent run
+        folder or a trajectories file), so re-scoring never overwrites a model's report."""
         ev = self.ev
         if ev.predictions:
             return Path("runs/eval") / f"earthbench-{Path(ev.predictions).name}-{ev.metrics_mode}"
         if ev.trajectories:
             src = Path(ev.trajectories)
             return Path("runs/eval") / f"rescored-{src.parent.name or src.stem}-{ev.metrics_mode}"
-        return Path("runs/eval") / str(self.cfg.experiment_name)
+        return Path("runs/eval") / str(self.cfg.experiment_name) / sweep_job_dirname()
 
     def rollout_fingerprint(self, inputs: EvalInputs) -> dict:
         """What the recorded trajectories depend on: model, adapter, env, sampling, seed, and each

@@ -1,9 +1,11 @@
-"""Comparison table at the end of a Hydra sweep (``earthrl train -m algorithm=a,b,c …``).
+"""Comparison table at the end of a Hydra sweep (``earthrl train -m algorithm=a,b,c …``,
+``earthrl eval -m agent=react,hierarchical …``).
 
-A Hydra callback collects each job's last metrics and, when the sweep ends, writes
-``comparison.md`` and ``comparison.json`` into the sweep folder and prints the table — the
-ablation table of RS-Claw-Evolution (Table III: accuracy, EIR, mean turns, Tool-In-Order)
-for whatever was swept.
+A Hydra callback collects each job's last metrics (a training run's last step, an evaluation's report) and,
+when the sweep ends, writes ``comparison.md`` and ``comparison.json`` into the sweep folder and prints the
+table — the ablation table of RS-Claw-Evolution (Table III: accuracy, EIR, mean turns, Tool-In-Order) for
+whatever was swept; for evaluations of multi-role agent loops also the loops' counts per trajectory and the
+tokens per role.
 """
 
 from __future__ import annotations
@@ -25,7 +27,27 @@ COLUMNS = {
     "rollout/mean_turns": "train turns (last step)",
     "reward/mean": "train reward (last step)",
     "time/step_s": "s/step",
+    "report/accuracy": "accuracy",
+    "report/eir": "EIR",
+    "report/avg_turns": "turns",
+    "report/tool_in_order": "Tool-In-Order",
+    "report/routing_accuracy": "routing accuracy",
 }
+PREFIXED = {"report/loop/": "{} per trajectory", "report/tokens/": "{} tokens per trajectory"}
+"""Column families whose keys depend on the run (an agent loop's counts, its roles): prefix -> header."""
+
+
+def report_metrics(report: dict) -> dict[str, float]:
+    """An evaluation report's scalars for the table: ``report/<metric>``, the agent loop's counts
+    (``report/loop/<count>``), each role's action tokens (``report/tokens/<role>``) and the routing accuracy."""
+    out = {f"report/{k}": v["value"] for k, v in report.get("metrics", {}).items() if isinstance(v, dict)}
+    roles = report.get("roles") or {}
+    out |= {f"report/loop/{k}": v for k, v in roles.get("agent_stats", {}).items()}
+    if len(roles.get("by_role", {})) > 1:
+        out |= {f"report/tokens/{r}": m["action_tokens"] for r, m in roles["by_role"].items()}
+    if roles.get("routing_accuracy") is not None:
+        out["report/routing_accuracy"] = roles["routing_accuracy"]
+    return out
 
 
 def last_metrics(history: list[dict]) -> dict[str, float]:
@@ -41,9 +63,15 @@ def comparison_markdown(rows: list[dict]) -> str:
     """Markdown table, one row per job (``{"overrides": [str], "metrics": {...}, "error"?}``),
     labelled by the overrides that differ between jobs; the shared ones head the table."""
     shared = set.intersection(*(set(r["overrides"]) for r in rows)) if rows else set()
-    cols = [c for c in COLUMNS if any(c in r["metrics"] for r in rows)]
+    headers = dict(COLUMNS)
+    for r in rows:  # the run-dependent families, in the order they first appear
+        for key in r["metrics"]:
+            prefix = next((p for p in PREFIXED if key.startswith(p)), None)
+            if prefix is not None:
+                headers.setdefault(key, PREFIXED[prefix].format(key[len(prefix):]))
+    cols = [c for c in headers if any(c in r["metrics"] for r in rows)]
     lines = [f"common overrides: {' '.join(o for o in rows[0]['overrides'] if o in shared) or '(none)'}", "",
-             "| job | " + " | ".join(COLUMNS[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
+             "| job | " + " | ".join(headers[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
     for r in rows:
         label = " ".join(o for o in r["overrides"] if o not in shared) or "default"
         cells = [f"{r['metrics'][c]:.3f}" if c in r["metrics"] else "–" for c in cols]
@@ -64,8 +92,9 @@ class ComparisonTable(Callback):
         rewrite the table so far, so that a sweep stopped by a failing job still leaves one."""
         overrides = list(job_return.overrides or [])
         try:
-            history = job_return.return_value or []
-            self.rows.append({"overrides": overrides, "metrics": last_metrics(history)})
+            value = job_return.return_value or []
+            metrics = report_metrics(value) if isinstance(value, dict) else last_metrics(value)
+            self.rows.append({"overrides": overrides, "metrics": metrics})
         except Exception as exc:  # the job raised: Hydra re-raises on return_value access
             self.rows.append({"overrides": overrides, "metrics": {}, "error": f"{type(exc).__name__}: {exc}"})
         folder = _sweep_dir(config)
@@ -87,6 +116,17 @@ class ComparisonTable(Callback):
             return
         table = self.write(folder)
         print(f"\nsweep comparison ({folder / 'comparison.md'}):\n{table}", flush=True)
+
+
+def sweep_job_dirname() -> str:
+    """The running job's ``hydra.job.override_dirname`` inside a sweep (``-m``; its number when it has no
+    override of its own), "" in a single run or outside Hydra."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or "MULTIRUN" not in str(HydraConfig.get().mode):
+        return ""
+    job = HydraConfig.get().job
+    return str(job.override_dirname or job.num)
 
 
 def _sweep_dir(config: Any) -> Path | None:

