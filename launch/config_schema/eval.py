@@ -25,7 +25,7 @@ class EvalSettings:
                                         "the Earth-Bench folder (question.json, extracted_tool_calls_GT.json)")
     metrics_mode: str = setting("earthrl", "earthrl (missing predictions count 0) | earthbench (Earth-Agent's skip)",
                                 choices=("earthrl", "earthbench"))
-    bootstrap: int = setting(1000, "resamples of the bootstrap 95% confidence intervals", range=(0, None))
+    bootstrap: int = setting(1000, "resamples of the bootstrap 95% confidence intervals (0: none)", range=(0, None))
     plots: bool = setting(True, "write the report's plots")
     resume: bool = setting(True, "skip (task, mode) pairs already in trajectories.jsonl (same rollout config only)")
     output_dir: str | None = setting(None, "null: runs/eval/<experiment_name>, or runs/eval/<source> when "

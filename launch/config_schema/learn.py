@@ -44,5 +44,5 @@ class LearnConfig:
     eval: dict[str, Any] = setting({}, "settings of every evaluation (`earthrl eval` keys)")
     transfer_eval: TransferEvalConfig = setting(factory=TransferEvalConfig,
                                                 doc="the transfer table: the held-out tasks phrased unlike training")
-    bootstrap: int = setting(1000, "resamples of every interval", range=(0, None))
+    bootstrap: int = setting(1000, "resamples of every interval (0: none)", range=(0, None))
     output_dir: str = setting("runs/learn/${learn.name}", "the recipe's folder")

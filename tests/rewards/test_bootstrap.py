@@ -64,3 +64,11 @@ def test_bad_arguments():
         bootstrap_ci([1, 2], alpha=1.5)
     with pytest.raises(ValueError, match="length"):
         bootstrap_ci(([1, 2], [1, 2, 3]))
+    with pytest.raises(ValueError, match="n_resamples"):
+        bootstrap_ci([1, 2], n_resamples=-1)
+
+
+def test_zero_resamples_gives_no_interval():
+    # eval.bootstrap=0: the point estimates without intervals (scipy refuses 0 resamples)
+    low, high = bootstrap_ci([0.0, 1.0, 1.0], n_resamples=0)
+    assert np.isnan(low) and np.isnan(high)
