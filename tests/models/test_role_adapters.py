@@ -1,11 +1,16 @@
 """One LoRA adapter per role on one frozen base (issue 23 item 4): the policy's named adapters, the learner's
 update of each role on its own rows, and a two-adapter checkpoint that resumes bit-exactly (tiny model)."""
 
+import json
+
 import pytest
 import torch
+from peft import PeftModel, get_peft_model_state_dict
+from transformers import AutoModelForCausalLM
 
 from earthrl.algorithms.learner import Learner, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.launch.export_cmd import main as export_main
 from earthrl.models.checkpoint import load_adapter_weights, load_checkpoint, save_checkpoint
 from earthrl.models.lora import adapter_names
 from earthrl.models.policy import Policy
@@ -148,3 +153,21 @@ def test_a_one_adapter_checkpoint_starts_every_role(tiny_model, tmp_path):
     load_adapter_weights(ckpt, roles.model)
     snap = _snapshot(roles)
     assert _same(snap["manager"], one.adapter_state_dict()) and _same(snap["specialist"], one.adapter_state_dict())
+
+
+def test_export_writes_each_roles_adapter_with_its_alpha(tiny_model, tmp_path):
+    policy = _policy(tiny_model)
+    with torch.no_grad():
+        for p in policy.adapter_parameters("specialist"):
+            p.add_(0.2)
+    ckpt = save_checkpoint(tmp_path / "checkpoints", 3, policy.model, None, str(tiny_model), {})
+    assert export_main([str(ckpt), str(tmp_path / "out"), "--lora-alpha", "8"]) == 0
+    out = tmp_path / "out"
+    marker = json.loads((out / "earthrl_export.json").read_text())
+    assert (marker["adapters"], marker["merged"], marker["lora_alpha"], marker["step"]) == (
+        ["manager", "specialist"], False, 8, 3)
+    assert (out / "tokenizer_config.json").is_file() and not (out / "config.json").exists()
+    for name in policy.adapter_names:
+        base = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32)
+        loaded = PeftModel.from_pretrained(base, str(out / "adapters" / name))
+        assert _same(get_peft_model_state_dict(loaded), policy.adapter_state_dict(name))
