@@ -240,8 +240,9 @@ class EvalJob:
         runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
                                  kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
                                  device=inputs.device)
-        if weights is not None:
-            runtime.push_lora(weights)
+        if weights is not None:  # the checkpoint's one adapter; with agent.adapters naming several, each role's
+            for name in runtime.adapters if len(runtime.adapters) > 1 else [None]:
+                runtime.push_lora(weights, name)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
         k, engine_failed = int(ev.batch_tasks), []
         for chunk_no, start in enumerate(range(0, len(todo), k)):
