@@ -239,6 +239,8 @@ class LoopConfig:
         agent: the agent loop (:data:`~earthrl.rollout.agent_registry.AGENT_LOOPS` name, ``agent.name``).
         options: the loop's own options (``agent.options``).
         adapters: role -> LoRA adapter name (``agent.adapters``); see :meth:`adapter`.
+        default_adapter: the adapter of a role ``adapters`` does not name: ``"shared"``, or the run's one adapter
+            when it has one (so that every turn of a one-adapter run names it).
     """
 
     max_turns: int
@@ -247,6 +249,7 @@ class LoopConfig:
     agent: str
     options: dict
     adapters: dict
+    default_adapter: str = "shared"
 
     def options_as(self, schema: type):
         """``options`` as the loop's options dataclass ``schema`` (its defaults for the keys not given; the
@@ -254,8 +257,8 @@ class LoopConfig:
         return schema(**self.options)
 
     def adapter(self, role: str) -> str:
-        """The adapter that generates ``role``'s turns: ``adapters[role]``, else ``"shared"`` (the one adapter)."""
-        return str(self.adapters.get(role, "shared"))
+        """The adapter that generates ``role``'s turns: ``adapters[role]``, else :attr:`default_adapter`."""
+        return str(self.adapters.get(role, self.default_adapter))
 
 
 def new_trajectory(task: dict, group: str) -> Trajectory:

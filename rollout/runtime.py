@@ -237,7 +237,8 @@ class RolloutRuntime:
                                 top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
         loop_cfg = LoopConfig(max_turns=int(env.max_turns), max_context_tokens=int(env.max_context_tokens),
                               phrasing=phrasing, agent=str(self.agent.name), options=dict(self.agent.options),
-                              adapters=dict(self.agent.adapters))
+                              adapters=dict(self.agent.adapters),
+                              default_adapter=self.adapters[0] if len(self.adapters) == 1 else "shared")
 
         async def go():
             client = BatchingEngineClient(self.engine, params, restart=self.restart_engine, continuous=self.continuous,

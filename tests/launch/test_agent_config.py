@@ -86,3 +86,9 @@ def test_a_role_left_out_of_several_adapters_gets_the_shared_one():
     assert adapter_names({"manager": "mgr"}, ("manager", "specialist")) == ("mgr", "shared")
     assert adapter_names({"manager": "mgr", "specialist": "mgr"}, ("manager", "specialist")) == ("mgr",)
     assert adapter_names({}, ("manager", "specialist")) == ("shared",)
+    from earthrl.rollout.agent_loop import LoopConfig
+
+    # a one-adapter run: every role, named or not, generates with its one adapter
+    one = LoopConfig(max_turns=2, max_context_tokens=64, phrasing="IF", agent="react", options={},
+                     adapters={"manager": "mgr"}, default_adapter="mgr")
+    assert (one.adapter("manager"), one.adapter("specialist")) == ("mgr", "mgr")

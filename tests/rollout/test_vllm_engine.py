@@ -293,9 +293,8 @@ def test_roles_adapters_are_served_as_one_lora_request_each_in_one_batch(tiny_mo
         gen = torch.Generator().manual_seed(5)
         with torch.no_grad():
             for name in policy.adapter_names:
-                for k, p in policy._trainable[name]:
-                    if "lora_B" in k:
-                        p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+                for p in policy.adapter_parameters(name):  # B leaves 0: the adapters differ from each other
+                    p.add_(torch.randn(p.shape, generator=gen) * 0.5)
         for name in policy.adapter_names:
             assert eng.set_lora_weights(policy.adapter_state_dict(name), adapter=name) == 4
         prompts = _prompts(codec) * 2
