@@ -10,7 +10,9 @@ from transformers import AutoModelForCausalLM
 
 from earthrl.algorithms.learner import Learner, pack
 from earthrl.algorithms.registry import POLICY_LOSSES
+from earthrl.envs.errors import ConfigError
 from earthrl.launch.export_cmd import main as export_main
+from earthrl.launch.train_inputs import check_resume_adapters
 from earthrl.models.checkpoint import load_adapter_weights, load_checkpoint, save_checkpoint
 from earthrl.models.lora import adapter_names
 from earthrl.models.policy import Policy
@@ -171,3 +173,11 @@ def test_export_writes_each_roles_adapter_with_its_alpha(tiny_model, tmp_path):
         base = AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype=torch.float32)
         loaded = PeftModel.from_pretrained(base, str(out / "adapters" / name))
         assert _same(get_peft_model_state_dict(loaded), policy.adapter_state_dict(name))
+
+
+def test_resuming_a_checkpoint_of_other_adapters_is_refused_by_name(tiny_model, tmp_path):
+    ckpt = save_checkpoint(tmp_path / "checkpoints", 1, _policy(tiny_model).model, None, str(tiny_model), {})
+    check_resume_adapters(ckpt, ("specialist", "manager"))
+    with pytest.raises(ConfigError, match=r"holds adapters manager, specialist, the run's agent.adapters give one "
+                                          r"adapter; resume with the checkpoint's agent.adapters"):
+        check_resume_adapters(ckpt, ("shared",))
