@@ -93,16 +93,17 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
 
 
 def worker_options(model_path: str, *, dtype: str, max_model_len: int, lora: dict | None, kv_cache_gib: float,
-                   gpu_memory_utilization: float, enforce_eager: bool, device: str) -> list[str]:
+                   gpu_memory_utilization: float, enforce_eager: bool, device: str, max_loras: int = 1) -> list[str]:
     """The engine process's command-line options (:func:`earthrl.rollout.vllm_worker.parser`) for a
     :class:`VLLMEngine` of these arguments: on ``cuda`` ``--gpu-memory-utilization`` and ``--sleep-mode``
     (no explicit KV cache: ``--kv-cache-gib 0``); on ``cpu`` the explicit ``--kv-cache-gib``. ``dtype`` is
-    resolved for ``device`` (:func:`earthrl.models.dtype.resolve_dtype`)."""
+    resolved for ``device`` (:func:`earthrl.models.dtype.resolve_dtype`). ``max_loras``: LoRA adapters one batch
+    may use (one per role; vLLM's ``max_loras``)."""
     on_gpu = device == "cuda"
     args = ["--model", model_path, "--dtype", resolve_dtype(dtype, cuda=on_gpu)[0],
             "--max-model-len", str(max_model_len), "--lora-rank", str(int(lora["rank"]) if lora else 0),
             "--kv-cache-gib", str(0.0 if on_gpu else kv_cache_gib),
-            "--gpu-memory-utilization", str(gpu_memory_utilization)]
+            "--gpu-memory-utilization", str(gpu_memory_utilization), "--max-loras", str(int(max_loras))]
     return args + ["--enforce-eager"] * bool(enforce_eager) + ["--sleep-mode"] * on_gpu
 
 
@@ -181,8 +182,9 @@ class VLLMEngine:
         self.log_path = Path(log_path) if log_path else self._tmp / "engine.log"
         args = [exe, str(WORKER), "--address", address] + worker_options(
             model_path, dtype=dtype, max_model_len=max_model_len, lora=lora, kv_cache_gib=kv_cache_gib,
-            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device)
-        args += ["--merge-lora"] * self.merged + ["--max-loras", str(num_adapters)]
+            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device,
+            max_loras=num_adapters)
+        args += ["--merge-lora"] * self.merged
         authkey = secrets.token_bytes(32)
         env = {**os.environ, "EARTHRL_VLLM_AUTHKEY": authkey.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
                "OMP_NUM_THREADS": str(num_threads), "TOKENIZERS_PARALLELISM": "false"}
