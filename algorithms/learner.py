@@ -16,6 +16,14 @@ The rollout correction (:mod:`earthrl.algorithms.rollout_correction`, ``LearnerC
 once per micro-batch from π_old (the first pass's logprobs) and the engine's logprobs: its weights multiply
 the policy-gradient term of every pass and the sequences it drops leave the loss (both terms) while keeping
 their place in the whole-batch counts.
+
+Roles on one frozen base (VG-HRL of HiRS-Agent, Earth-Agent-Pro's planner and executor): each row carries the LoRA
+adapter its sequence was generated with (:meth:`~earthrl.rollout.trajectory.Trajectory.sequence_adapters`); a
+micro-batch holds the rows of one adapter and its loss runs under that adapter, so each role learns from its own
+rows' signal, and one optimizer step per pass updates every adapter together. An adapter with no row in the batch
+gets no gradient at all (its ``grad`` stays None: AdamW leaves its weights and state untouched); one whose rows all
+had zero advantage is treated as the single adapter's skipped rows are (a zero gradient, as running them would
+give).
 """
 
 from __future__ import annotations
@@ -81,6 +89,8 @@ class MicroBatch:
     rollout_logprobs: torch.Tensor
     advantages: torch.Tensor
     inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    adapter: str = ""
+    """the LoRA adapter every row of the micro-batch is scored and trained under ("" : the policy's first)."""
 
 
 @dataclass
@@ -118,7 +128,9 @@ TOKEN_INPUTS: dict[str, Callable] = {"role_mask": _role_mask}
 def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig) -> PackedBatch:
     """Pack the trajectories that count (no fault, at least one turn) into micro-batches, one row per
     sequence (:meth:`~earthrl.rollout.trajectory.Trajectory.sequence_bounds`: one per trajectory in the
-    flat loop, one per role context in loops whose turns bring their own context).
+    flat loop, one per role context in loops whose turns bring their own context). Each micro-batch holds the
+    rows of one adapter (:attr:`MicroBatch.adapter`); with several adapters the rows are grouped by adapter, in
+    the order the adapters first appear (a stable sort: with one adapter the order is the trajectories').
 
     Args:
         trajs: N :class:`~earthrl.rollout.trajectory.Trajectory`.
@@ -131,7 +143,8 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
         all zero go to ``zero_micro`` when the loss aggregation is in :data:`ROW_SEPARABLE_AGG`.
 
     Raises:
-        ValueError: a loss input the local learner cannot build (names the ones it can).
+        ValueError: a loss input the local learner cannot build (names the ones it can), or a sequence
+            whose turns name different adapters (:meth:`~earthrl.rollout.trajectory.Trajectory.sequence_adapters`).
     """
     unknown = [k for k in cfg.loss_inputs if k not in TOKEN_INPUTS]
     if unknown:
@@ -145,20 +158,27 @@ def pack(trajs: Sequence, advantages: Sequence[torch.Tensor], cfg: LearnerConfig
     columns = {i: {"ids": trajs[i].token_ids(), "mask": trajs[i].response_mask(), "lp": trajs[i].rollout_logprobs(),
                    "adv": torch.as_tensor(advantages[i]).tolist(), **{k: v[i].tolist() for k, v in extra.items()}}
                for i in keep}
+    adapter_of = {(i, a, b): name for i in keep
+                  for (a, b), name in zip(trajs[i].sequence_bounds(), trajs[i].sequence_adapters())}
     rows = [(i, a, b) for i in keep for a, b in trajs[i].sequence_bounds() if any(columns[i]["mask"][a:b])]
+    order = {name: k for k, name in enumerate(dict.fromkeys(adapter_of[r] for r in rows))}
+    rows.sort(key=lambda r: order[adapter_of[r]])  # stable: one adapter keeps the trajectories' order
     zero = set()
     if cfg.loss.loss_agg_mode in ROW_SEPARABLE_AGG:
         zero = {r for r in rows if not any(columns[r[0]]["adv"][r[1]:r[2]])}
 
     def micro_batches(chosen: list[tuple[int, int, int]]) -> list[MicroBatch]:
-        out = []
-        for part in (chosen[s:s + cfg.micro_batch_size] for s in range(0, len(chosen), cfg.micro_batch_size)):
+        out, parts = [], []
+        for name in order:
+            group = [r for r in chosen if adapter_of[r] == name]
+            parts += [(name, group[s:s + cfg.micro_batch_size]) for s in range(0, len(group), cfg.micro_batch_size)]
+        for name, part in parts:
             cut = [(columns[i], a, b) for i, a, b in part]
             ids = pack_batch([c["ids"][a:b] for c, a, b in cut], [c["mask"][a:b] for c, a, b in cut])
             out.append(MicroBatch(ids["input_ids"], ids["attention_mask"], ids["response_mask"],
                                   pad_right([c["lp"][a:b] for c, a, b in cut], 0.0),
                                   pad_right([c["adv"][a:b] for c, a, b in cut], 0.0),
-                                  {k: pad_right([c[k][a:b] for c, a, b in cut], 0.0) for k in extra}))
+                                  {k: pad_right([c[k][a:b] for c, a, b in cut], 0.0) for k in extra}, name))
         return out
 
     return PackedBatch(micro_batches([r for r in rows if r not in zero]), n_tokens, len(rows), loss_kwargs,
@@ -171,7 +191,7 @@ class Learner:
     Args:
         policy: :class:`~earthrl.models.policy.Policy` (``model``, ``token_logprobs``,
             ``ref_logprobs``, ``trainable_parameters``).
-        optimizer: a torch optimizer over ``policy.trainable_parameters()``.
+        optimizer: a torch optimizer over ``policy.trainable_parameters()`` (every adapter's).
         loss_fn: a :data:`~earthrl.algorithms.registry.POLICY_LOSSES` function (named arguments only).
         cfg: :class:`LearnerConfig`.
     """
@@ -186,7 +206,10 @@ class Learner:
         when ``kl_coef > 0``, and taken from the policy's own logprobs while the adapter is an identity.
         ``batch.zero_micro`` runs only in passes where its KL term has a gradient; skipped work leaves
         the loss, the gradient and the optimizer state exactly as if it had been done (a parameter that
-        received no gradient gets a zero one, as the skipped rows would have given it).
+        received no gradient gets a zero one, as the skipped rows would have given it). With several adapters
+        (the policy's ``adapter_names``) each micro-batch runs under its own (``adapter=``), and only the
+        parameters of adapters that have rows in the batch get those zeros: an adapter without rows keeps
+        ``grad`` None and the optimizer step leaves it exactly as it was.
 
         Args:
             before_step: called before each optimizer step (the kill-anywhere test hook).
@@ -207,6 +230,11 @@ class Learner:
         corr_cache: dict[int, Correction] = {}  # the rollout correction per micro-batch, from its π_old
         stats = CorrectionStats()  # over the rows the first pass computed
         params = self.policy.trainable_parameters()
+        multi = len(getattr(self.policy, "adapter_names", ())) > 1
+        fill = params  # the parameters of the adapters that have rows in this batch
+        if multi:
+            fill = [p for name in dict.fromkeys(mb.adapter for mb in batch.micro + batch.zero_micro)
+                    for p in self.policy.adapter_parameters(name)]
         self.policy.model.train()
         for epoch in range(cfg.ppo_epochs):
             metrics = dict.fromkeys(METRICS, 0.0)
@@ -219,7 +247,8 @@ class Learner:
                 seq = (mb.input_ids, mb.attention_mask, mb.response_mask, cfg.temperature)
                 if kl and s not in ref_cache and not identity:
                     ref_cache[s] = self.policy.ref_logprobs(*seq)
-                logprobs = self.policy.token_logprobs(*seq)
+                # the micro-batch's adapter (stays active through its backward pass)
+                logprobs = self.policy.token_logprobs(*seq, **({"adapter": mb.adapter} if multi else {}))
                 if kl and s not in ref_cache:
                     ref_cache[s] = logprobs.detach()  # identity adapter: the reference's logprobs, bit for bit
                 if s not in old_cache:
@@ -240,7 +269,7 @@ class Learner:
                 metrics["kl"] += m["kl"]
                 metrics["clip_frac"] += m["clip_frac"] * float(corr.response_mask.sum()) / n_tokens  # a micro-batch mean
             metrics.update(stats.metrics())
-            for p in params:  # what the skipped rows would have given: keeps the optimizer's state exact
+            for p in fill:  # what the skipped rows would have given: keeps the optimizer's state exact
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
             if before_step is not None:

@@ -26,6 +26,7 @@ from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import HostBudget, job_budget
 from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
 from earthrl.launch.sweep import sweep_job_dirname
+from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import RolloutRuntime
@@ -79,12 +80,18 @@ def load_adapter(checkpoint: Path) -> tuple[dict, dict]:
         (``{"rank", "alpha"}``, peft state dict of float tensors).
 
     Raises:
-        ConfigError: no ``adapter/adapter_config.json`` or weights in ``checkpoint``.
+        ConfigError: no ``adapter/adapter_config.json`` or weights in ``checkpoint``, or a checkpoint of several
+            adapters (one per role), which eval does not serve.
     """
     from safetensors.torch import load_file
 
     adapter = Path(checkpoint) / "adapter"
     config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
+    roles = checkpoint_adapters(Path(checkpoint))
+    if len(roles) > 1:
+        raise ConfigError(f"eval.checkpoint={checkpoint} holds one adapter per role ({', '.join(roles)}); earthrl eval "
+                          "serves a checkpoint of one adapter (evaluating several is not built); `earthrl export` "
+                          "writes each adapter for serving elsewhere")
     if not config.is_file() or not weights.is_file():
         raise ConfigError(f"eval.checkpoint={checkpoint}: no adapter/adapter_config.json and adapter_model.safetensors "
                           "there; give a folder like runs/<exp>/checkpoints/step_000003")
@@ -233,8 +240,9 @@ class EvalJob:
         runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
                                  kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
                                  device=inputs.device)
-        if weights is not None:
-            runtime.push_lora(weights)
+        if weights is not None:  # the checkpoint's one adapter; with agent.adapters naming several, each role's
+            for name in runtime.adapters if len(runtime.adapters) > 1 else [None]:
+                runtime.push_lora(weights, name)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
         k, engine_failed = int(ev.batch_tasks), []
         for chunk_no, start in enumerate(range(0, len(todo), k)):

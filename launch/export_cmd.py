@@ -4,6 +4,9 @@
     earthrl export <verl lora_adapter> OUT --base-model DIR --lora-alpha A    a verl checkpoint's adapter
     ... --dtype bfloat16|float16|float32 (default bfloat16), --overwrite
 
+A checkpoint with one adapter per role (``agent.adapters``) exports each adapter, not merged, under
+``OUT/adapters/<name>/`` (:mod:`earthrl.models.export`).
+
 ``--base-model`` and ``--lora-alpha`` are for a verl adapter folder only (it has no meta.json; verl's
 merger writes ``lora_alpha`` 0). An EarthRL checkpoint records both in its meta.json and adapter: the
 flags are accepted there only when they equal the checkpoint's own values, and refused otherwise
@@ -21,6 +24,7 @@ import sys
 from pathlib import Path
 
 from earthrl.launch.arg_parser import OneLineParser
+from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.models.export import (
     CLI_NAMES,
     EXPORT_DTYPES,
@@ -74,7 +78,8 @@ def check_checkpoint_flags(ckpt: Path, base_model: str | None, lora_alpha: float
                 raise ExportError(f"--base-model {base_model}: {why} whose base model is {own!r}; drop "
                                   "--base-model (or fix base_model in its meta.json)")
     if lora_alpha is not None:
-        own_alpha = adapter_alpha(json.loads((ckpt / "adapter" / "adapter_config.json").read_text()), meta)
+        folder = next(iter(checkpoint_adapters(ckpt).values()))  # one adapter, or the first role's (one alpha)
+        own_alpha = adapter_alpha(json.loads((folder / "adapter_config.json").read_text()), meta)
         if float(lora_alpha) != float(own_alpha):
             raise ExportError(f"--lora-alpha {lora_alpha:g}: {why} whose adapter has lora_alpha {own_alpha:g}; "
                               "drop --lora-alpha")

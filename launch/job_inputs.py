@@ -27,6 +27,7 @@ from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.launch.config_schema import check_config, to_settings
 from earthrl.models.fetch import available_models
 from earthrl.models.fs import file_in_the_way
+from earthrl.models.lora import adapter_names
 from earthrl.rollout.runtime import check_task_data
 from earthrl.rollout.vllm_env import EngineUnavailable, vllm_python
 
@@ -77,6 +78,9 @@ def check_agent(agent, action_format: str, backend: str) -> None:
     action formats (the loop function's ``action_formats``, when it names some) include ``env.action_format``,
     ``agent.options`` that the loop's ``options_schema`` (a dataclass with a ``check()`` that raises
     ValueError) has and accepts; the verl backend runs the flat loop only (its rows hold one sequence each).
+    ``agent.adapters`` names valid adapters (:func:`earthrl.models.lora.adapter_names`); several distinct ones
+    (one LoRA adapter per role) need a loop whose roles have their own contexts (not the flat ``react`` loop,
+    whose one context holds every role's turns) and the local backend.
 
     Raises:
         ConfigError: the first problem, one line naming the key, the accepted values and the fix.
@@ -102,6 +106,18 @@ def check_agent(agent, action_format: str, backend: str) -> None:
             schema(**agent.options).check()
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"agent.options: {exc}") from None
+    try:
+        names = adapter_names(dict(agent.adapters), getattr(loop, "roles", ()))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if len(names) > 1 and backend == "verl":
+        raise ConfigError(f"agent.adapters names {len(names)} adapters ({', '.join(names)}): the verl backend trains one "
+                          "adapter; give every role one name (e.g. agent.adapters={} : the shared adapter) or use "
+                          "backend=local")
+    if len(names) > 1 and agent.name == "react":
+        raise ConfigError(f"agent.adapters names {len(names)} adapters ({', '.join(names)}) but agent=react keeps every "
+                          "role's turns in one context, which one adapter must score; use a loop with a context per "
+                          "role (agent=hierarchical or agent=planner_executor) or one adapter name")
     if backend == "verl" and agent.name != "react":
         raise ConfigError(f"agent={agent.name}: the verl backend runs agent=react only (one sequence per row); "
                           "train this loop with backend=local")

@@ -87,7 +87,8 @@ class LocalGRPORecipe:
                                       inputs.lora, kv_cache_gib=inputs.kv_cache_gib, device=inputs.device)
         lifecycle.at("setup")  # records Ray's, the engine's and the env pool's processes
         self.policy = Policy(str(inputs.model_path), inputs.lora, dtype=inputs.dtype,
-                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device)
+                             gradient_checkpointing=bool(cfg.model.gradient_checkpointing), device=inputs.device,
+                             adapters=self.runtime.adapters)
         alg = cfg.algorithm
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=float(alg.lr),
                                            weight_decay=float(alg.weight_decay))
@@ -103,7 +104,7 @@ class LocalGRPORecipe:
             print(f"initialised the adapter from {inputs.init_from}", flush=True)
         if str(cfg.trainer.resume) not in ("off", ""):
             truncate_logs(out, self.start_step)  # steps after the checkpoint are redone
-        self.runtime.push_lora(self.policy.adapter_state_dict())
+        self.push_adapters()
         self.heldout = HeldoutEval(cfg, inputs.heldout_tasks, out, self.runtime)
         self.logger = RunLogger(out, cfg.logger.project, cfg.experiment_name, cfg.logger.mode, self.config_dict)
 
@@ -214,8 +215,18 @@ class LocalGRPORecipe:
         if self.inputs.device == "cuda":  # the caching allocator's free blocks back to the card: vLLM wakes next
             torch.cuda.empty_cache()
         t_sync = time.perf_counter()
-        self.runtime.push_lora(self.policy.adapter_state_dict())
+        self.push_adapters()
         return loss_m, time.perf_counter() - t_sync
+
+    def push_adapters(self) -> None:
+        """The policy's adapters to the engine: the one adapter as it is, or each role's adapter under its name
+        (``agent.adapters``)."""
+        names = self.policy.adapter_names
+        if len(names) == 1:
+            self.runtime.push_lora(self.policy.adapter_state_dict())
+            return
+        for name in names:
+            self.runtime.push_lora(self.policy.adapter_state_dict(name), name)
 
     def log_step(self, bar, step: int, batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict,
                  times: dict[str, float]) -> dict:

@@ -24,8 +24,9 @@ from earthrl.launch.host_memory import job_budget, train_rows
 from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path
 from earthrl.launch.machine_size import resolve_auto_sizes
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
-from earthrl.models.checkpoint import check_init_checkpoint, checkpoint_step, resolve_resume
-from earthrl.models.lora import merge_lora
+from earthrl.models.checkpoint import check_init_checkpoint, checkpoint_adapters, checkpoint_step, resolve_resume
+from earthrl.models.lora import adapter_names, merge_lora
+from earthrl.rollout.runtime import loop_roles
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,8 @@ def prepare_train(cfg: DictConfig) -> TrainInputs:
     except FileNotFoundError as exc:
         raise ConfigError(str(exc)) from exc
     lora = merge_lora(to_settings(cfg.model.lora), to_settings(cfg.algorithm.lora))
+    if resume_from is not None and str(cfg.backend) != "verl":
+        check_resume_adapters(resume_from, adapter_names(dict(cfg.agent.adapters), loop_roles(str(cfg.agent.name))))
     init_from = None
     if cfg.trainer.get("init_from"):  # e.g. an `earthrl sft` checkpoint: its adapter weights start the run
         try:
@@ -118,6 +121,27 @@ def prepare_train(cfg: DictConfig) -> TrainInputs:
                        output_dir=output_dir, lora=lora, device=device, dtype=dtype, resume_from=resume_from,
                        init_from=init_from, warm_start=warm_start,
                        kv_cache_gib=memory.kv if memory is not None else None, notes=tuple(notes))
+
+
+def _adapters_text(names: list[str]) -> str:
+    return "one adapter" if names == ["default"] else "adapters " + ", ".join(names)
+
+
+def check_resume_adapters(checkpoint: Path, names: tuple[str, ...]) -> None:
+    """The checkpoint to resume holds the run's adapters (``agent.adapters``): one adapter for a run of one, the
+    same names for a run of one per role.
+
+    Raises:
+        ConfigError: they differ (names both and the fix: the checkpoint's ``agent.adapters``, or a new run
+            started from it with ``trainer.init_from``).
+    """
+    held = sorted(checkpoint_adapters(checkpoint))
+    want = ["default"] if len(names) == 1 else sorted(names)
+    if held != want:
+        raise ConfigError(f"trainer.resume: {checkpoint} holds {_adapters_text(held)}, the run's agent.adapters give "
+                          f"{_adapters_text(want)}; "
+                          "resume with the checkpoint's agent.adapters, or start a new run from it with "
+                          "trainer.init_from")
 
 
 def with_warm_start(cfg: DictConfig, inputs: TrainInputs) -> TrainInputs:

@@ -2,7 +2,8 @@
 
 Layout of ``<output_dir>/checkpoints/step_000003/``:
 
-- ``adapter/``: peft ``save_pretrained`` LoRA adapter (what ``earthrl export`` merges);
+- ``adapter/``: peft ``save_pretrained`` LoRA adapter (what ``earthrl export`` merges); a policy with several
+  adapters (one per role, ``agent.adapters``) has one subfolder per adapter, ``adapter/<name>/``, as peft writes them;
 - ``trainer_state.pt``: optimizer state, step counter, python/numpy/torch RNG states;
 - ``meta.json``: ``{"base_model", "step", "config"}``; written last, so a folder that has
   it is complete. Folders are built under a ``.tmp-`` name and renamed into place, so a process
@@ -113,34 +114,61 @@ def checkpoint_step(path: Path) -> int:
     return int(json.loads((Path(path) / "meta.json").read_text())["step"])
 
 
+def checkpoint_adapters(path: Path) -> dict[str, Path]:
+    """The adapter folders of checkpoint ``path``: ``{"default": path/adapter}`` for one adapter, else
+    ``{name: path/adapter/<name>}`` for each subfolder holding an adapter (a policy with one adapter per role).
+    Empty when there is none."""
+    adapter = Path(path) / "adapter"
+    if (adapter / "adapter_model.safetensors").is_file():
+        return {"default": adapter}
+    if not adapter.is_dir():
+        return {}
+    return {p.name: p for p in sorted(adapter.iterdir()) if (p / "adapter_model.safetensors").is_file()}
+
+
 def check_init_checkpoint(path: Path, lora: dict) -> Path:
-    """Check that ``path`` is a complete checkpoint whose adapter has the LoRA shape ``lora``
+    """Check that ``path`` is a complete checkpoint whose adapters have the LoRA shape ``lora``
     (``rank``, ``target_modules``) of the run it is to start (``trainer.init_from``).
 
     Raises:
         FileNotFoundError: no ``meta.json`` or adapter files there (names the fix).
-        ValueError: the adapter's rank or target modules differ from ``lora`` (names both).
+        ValueError: an adapter's rank or target modules differ from ``lora`` (names both).
     """
     path = Path(path)
-    adapter = path / "adapter"
-    if not (path / "meta.json").is_file() or not (adapter / "adapter_model.safetensors").is_file():
+    folders = checkpoint_adapters(path)
+    if not (path / "meta.json").is_file() or not folders:
         raise FileNotFoundError(f"{path}: not a complete checkpoint (meta.json and adapter/adapter_model.safetensors); "
                                 "give a folder like runs/<exp>/checkpoints/step_000003")
-    conf = json.loads((adapter / "adapter_config.json").read_text())
-    if int(conf.get("r", -1)) != int(lora["rank"]) or sorted(conf.get("target_modules") or []) != sorted(lora["target_modules"]):
-        raise ValueError(f"{path}: its adapter has rank {conf.get('r')} on {sorted(conf.get('target_modules') or [])}, "
-                         f"the run's model.lora has rank {lora['rank']} on {sorted(lora['target_modules'])}; "
-                         "set model.lora.rank / model.lora.target_modules to the checkpoint's")
+    for folder in folders.values():
+        conf = json.loads((folder / "adapter_config.json").read_text())
+        if int(conf.get("r", -1)) != int(lora["rank"]) or sorted(conf.get("target_modules") or []) != sorted(lora["target_modules"]):
+            raise ValueError(f"{path}: its adapter has rank {conf.get('r')} on {sorted(conf.get('target_modules') or [])}, "
+                             f"the run's model.lora has rank {lora['rank']} on {sorted(lora['target_modules'])}; "
+                             "set model.lora.rank / model.lora.target_modules to the checkpoint's")
     return path
 
 
 def load_adapter_weights(path: Path, policy_model) -> None:
     """Load only the adapter weights of checkpoint ``path`` into ``policy_model`` (no optimizer,
-    step or RNG state: a new run starts from them, ``trainer.init_from``)."""
+    step or RNG state: a new run starts from them, ``trainer.init_from``).
+
+    Each adapter of ``policy_model`` (peft's ``peft_config`` names) loads the checkpoint's adapter of its name;
+    a checkpoint with one adapter (an SFT warm start, a run without roles) starts every adapter of the model
+    (each role starts from it).
+
+    Raises:
+        FileNotFoundError: the checkpoint has several adapters and none of an adapter's name (names both sets).
+    """
     from peft import set_peft_model_state_dict
     from safetensors.torch import load_file
 
-    set_peft_model_state_dict(policy_model, load_file(str(Path(path) / "adapter" / "adapter_model.safetensors")))
+    folders = checkpoint_adapters(path)
+    for name in policy_model.peft_config:
+        folder = folders.get(name) or (folders.get("default") if len(folders) == 1 else None)
+        if folder is None:
+            raise FileNotFoundError(f"{path}: no adapter {name!r} (it holds {sorted(folders)}); the run's agent.adapters "
+                                    "must name the checkpoint's adapters")
+        set_peft_model_state_dict(policy_model, load_file(str(folder / "adapter_model.safetensors")), adapter_name=name)
 
 
 def load_checkpoint(path: Path, policy_model, optimizer: torch.optim.Optimizer) -> int:

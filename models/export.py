@@ -15,6 +15,15 @@ Export layout::
       adapter/                                                   the adapter with its real lora_alpha
       earthrl_export.json                                        provenance (base, step, r, alpha, dtype)
 
+A checkpoint with one adapter per role (``agent.adapters`` naming several: ``adapter/<name>/``) cannot be one
+merged model; it exports as the base model's name plus each adapter with its real alpha, for multi-LoRA serving
+(vLLM ``--enable-lora --lora-modules <name>=<out_dir>/adapters/<name>``)::
+
+    out_dir/
+      adapters/<name>/        one peft folder per role's adapter
+      tokenizer files + chat template
+      earthrl_export.json     provenance (base, step, adapters, r, alpha)
+
 verl's model merger writes adapters with ``lora_alpha`` 0 and does not merge;
 here the adapter keeps its real alpha and the merged folder is produced.
 """
@@ -30,6 +39,7 @@ from pathlib import Path
 import torch
 
 from earthrl.envs.paths import model_dir
+from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.models.fs import atomic_folder, file_in_the_way
 
 EXPORT_MARKER = "earthrl_export.json"
@@ -72,16 +82,20 @@ def read_checkpoint(ckpt_dir: Path) -> dict:
 
     Raises:
         ExportError: no such folder; ``meta.json``, ``adapter/adapter_config.json`` or
-            ``adapter/adapter_model.safetensors`` missing, or meta lacks ``base_model``.
+            ``adapter/adapter_model.safetensors`` missing (a checkpoint of several adapters: ``adapter/<name>/``
+            holds them), or meta lacks ``base_model``.
     """
     ckpt_dir = Path(ckpt_dir)
     require_folder(ckpt_dir)
+    roles = len(checkpoint_adapters(ckpt_dir)) > 1 and not (ckpt_dir / "adapter" / "adapter_model.safetensors").exists()
     required = {
         "meta.json": "the trainer writes it next to adapter/ with base_model and step",
         "adapter/adapter_config.json": "save the LoRA adapter with peft save_pretrained into ckpt_dir/adapter",
         "adapter/adapter_model.safetensors": "save the LoRA adapter with peft save_pretrained (safetensors) into ckpt_dir/adapter",
     }
     for rel, fix in required.items():
+        if roles and rel.startswith("adapter/"):
+            continue
         if not (ckpt_dir / rel).is_file():
             raise ExportError(f"checkpoint {ckpt_dir} has no {rel}; {fix}")
     try:
@@ -148,6 +162,7 @@ def export_merged(
     ``earthrl_export.json``. The folder is built in a temporary sibling and renamed, so a
     failure leaves ``out_dir`` untouched. ``names``: how the messages write the arguments.
     ``base_model``: use this base folder instead of the one ``meta.json`` records (the caller decides when).
+    A checkpoint with one adapter per role is exported adapter by adapter, not merged (module doc).
 
     Returns:
         ``out_dir``.
@@ -171,6 +186,9 @@ def export_merged(
         raise ExportError(f"{out_dir} exists and is not empty; choose another output folder or pass {names.overwrite}")
     base_dir = (resolve_base_model(str(base_model), source=names.base_model) if base_model is not None
                 else resolve_base_model(str(meta["base_model"])))
+    folders = checkpoint_adapters(ckpt_dir)
+    if "default" not in folders:
+        return _export_adapters(ckpt_dir, out_dir, meta, base_dir, folders, overwrite)
     adapter_dir = ckpt_dir / "adapter"
     peft_cfg = LoraConfig.from_pretrained(str(adapter_dir))
     peft_cfg.lora_alpha = adapter_alpha(json.loads((adapter_dir / "adapter_config.json").read_text()), meta)
@@ -193,6 +211,41 @@ def export_merged(
             "lora_alpha": peft_cfg.lora_alpha,
             "target_modules": sorted(peft_cfg.target_modules),
             "dtype": str(dtype).removeprefix("torch."),
+            "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
+        (tmp / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")
+    return out_dir
+
+
+def _export_adapters(ckpt_dir: Path, out_dir: Path, meta: dict, base_dir: Path, folders: dict[str, Path],
+                     overwrite: bool) -> Path:
+    """:func:`export_merged` of a checkpoint with one adapter per role (module doc): each adapter with its real
+    alpha under ``out_dir/adapters/<name>/``, the base's tokenizer and ``earthrl_export.json``; nothing merged."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    configs = {}
+    with atomic_folder(out_dir, overwrite=overwrite) as tmp:
+        for name, folder in folders.items():
+            config = json.loads((folder / "adapter_config.json").read_text())
+            config["lora_alpha"] = adapter_alpha(config, meta)
+            config["base_model_name_or_path"] = str(base_dir)
+            (tmp / "adapters" / name).mkdir(parents=True)
+            (tmp / "adapters" / name / "adapter_config.json").write_text(json.dumps(config, indent=2))
+            shutil.copyfile(folder / "adapter_model.safetensors", tmp / "adapters" / name / "adapter_model.safetensors")
+            configs[name] = config
+        AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(str(tmp))
+        first = next(iter(configs.values()))
+        record = {
+            "base_model": str(base_dir),
+            "checkpoint": str(ckpt_dir.resolve()),
+            "step": meta.get("step"),
+            "adapters": sorted(configs),
+            "lora_r": first.get("r"),
+            "lora_alpha": first["lora_alpha"],
+            "target_modules": sorted(first.get("target_modules") or []),
+            "merged": False,
             "exported_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         (tmp / EXPORT_MARKER).write_text(json.dumps(record, indent=2) + "\n")

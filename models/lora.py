@@ -21,6 +21,39 @@ DEFAULT_TARGET_MODULES: tuple[str, ...] = (
 )
 
 
+SHARED_ADAPTER = "shared"
+"""The adapter of a role that ``agent.adapters`` does not name (and of every role by default)."""
+
+
+def adapter_names(adapters: Mapping[str, str] | None, roles: Sequence[str] = ()) -> tuple[str, ...]:
+    """The LoRA adapters of a run: the distinct values of ``agent.adapters`` (role -> adapter name) in the order
+    they first appear, then ``"shared"`` when one of the loop's ``roles`` is not named (it generates with the
+    shared adapter), or ``("shared",)`` when it names none. One name is one adapter, trained and served exactly
+    as a run without roles; several are one named peft adapter each on one frozen base (VG-HRL of HiRS-Agent:
+    manager and specialist; Earth-Agent-Pro: planner and executor).
+
+    Args:
+        adapters: ``agent.adapters``.
+        roles: the roles of the agent loop (its function's ``roles`` attribute; empty when it declares none).
+
+    Raises:
+        ValueError: a name that is not a Python identifier, or one that peft would confuse with its ``lora_``
+            parameter prefix (a substring of it, e.g. ``"a"``), or ``default`` (peft's name of the single adapter);
+            names the role and the fix.
+    """
+    names: list[str] = []
+    for role, name in (adapters or {}).items():
+        name = str(name)
+        if not name.isidentifier() or name in "lora_" or name == "default":
+            raise ValueError(f"agent.adapters.{role}={name!r}: an adapter name must be an identifier (letters, digits, "
+                             f"_) other than 'default' and not part of peft's prefix 'lora_'; e.g. agent.adapters.{role}={role}")
+        if name not in names:
+            names.append(name)
+    if any(role not in (adapters or {}) for role in roles) and SHARED_ADAPTER not in names:
+        names.append(SHARED_ADAPTER)
+    return tuple(names) or (SHARED_ADAPTER,)
+
+
 def merge_lora(model_lora: Any, override: Mapping | None = None) -> dict:
     """The LoRA settings a run trains with: ``model.lora`` with each key ``override`` sets in its place
     (``algorithm.lora``: an algorithm may size its own adapter, e.g. HiRS VG-HRL rank 64, alpha 128).

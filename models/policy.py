@@ -9,16 +9,23 @@ are packed into one sequence, [shared prefix][suffix 1][suffix 2]…, with a blo
 (each suffix sees the prefix and itself) and each row's own position ids, which is the same
 computation as one padded row per sequence (:func:`packed_layout`).
 The reference policy is the same model with the adapter disabled.
+
+Roles on one frozen base (VG-HRL of HiRS-Agent: manager and specialist; Earth-Agent-Pro: planner and executor):
+a policy built with several adapter names holds one named peft adapter per name, all starting from the same
+weights, and :meth:`Policy.token_logprobs` scores a batch under the adapter it names. One name is peft's single
+``default`` adapter, exactly the policy of a run without roles.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from earthrl.models.dtype import resolve_dtype
-from earthrl.models.lora import attach_lora, lora_config
+from earthrl.models.lora import SHARED_ADAPTER, attach_lora, lora_config
 
 
 def pad_right(seqs: list[list], value) -> torch.Tensor:
@@ -114,51 +121,123 @@ class Policy:
         device: "cpu" or "cuda" (resolved by the launcher, :func:`earthrl.models.device.resolve_device`): where
             the weights live and the forward runs. Inputs may be on any device: log-probabilities come back on
             the inputs' device (B × T floats), so the losses run unchanged beside a CUDA model.
+        adapters: the run's adapter names (:func:`earthrl.models.lora.adapter_names` of ``agent.adapters``). One
+            name: peft's ``default`` adapter (what a run without roles trains, saves and exports). Several: one
+            peft adapter of that name each, all equal to the first's initialisation (each role starts from the
+            same point; a warm start loads its adapter into each, :func:`earthrl.models.checkpoint.load_adapter_weights`).
+
+    Attributes:
+        adapter_names: ``adapters`` as a tuple.
 
     Raises:
         FileNotFoundError: if ``model_path`` does not exist.
+        ValueError: no adapter name, or one given twice.
     """
 
     def __init__(self, model_path: str, lora: dict, dtype: str = "auto",
                  gradient_checkpointing: bool = True, logit_chunk: int = 256, min_shared_prefix: int = 32,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", adapters: Sequence[str] = (SHARED_ADAPTER,)) -> None:
         from transformers import AutoModelForCausalLM
 
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
+        names = tuple(str(n) for n in adapters)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"adapters={list(names)}: give one or more distinct adapter names")
+        self.adapter_names = names
+        self._peft_names = {names[0]: "default"} if len(names) == 1 else {n: n for n in names}
         self.dtype = resolve_dtype(dtype, cuda=str(device).startswith("cuda"))[0]
         base = AutoModelForCausalLM.from_pretrained(model_path, dtype=getattr(torch, self.dtype)).to(device)
         if gradient_checkpointing:
             base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             base.enable_input_require_grads()
-        self.model = attach_lora(base, lora_config(**lora))
+        self.model = attach_lora(base, lora_config(**lora), self._peft_names[names[0]])
+        if len(names) > 1:
+            from peft import get_peft_model_state_dict, set_peft_model_state_dict
+
+            first = get_peft_model_state_dict(self.model, adapter_name=names[0])
+            for name in names[1:]:
+                attach_lora(self.model, lora_config(**lora), name)
+                set_peft_model_state_dict(self.model, first, adapter_name=name)
+            self.model.set_adapter(names[0])
+            self._trainable = {n: [(k, p) for k, p in self.model.named_parameters()
+                                   if re.search(rf"\.lora_[A-Za-z_]+\.{re.escape(n)}\.", k)] for n in names}
+        else:
+            self._trainable = {names[0]: [(k, p) for k, p in self.model.named_parameters() if p.requires_grad]}
+        self._active = names[0]
         self.model.config.use_cache = False
         self.logit_chunk = logit_chunk
         self.min_shared_prefix = min_shared_prefix
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
-        """The LoRA parameters (everything else is frozen)."""
-        return [p for p in self.model.parameters() if p.requires_grad]
+        """The LoRA parameters of every adapter (everything else is frozen), in the model's order; the optimizer
+        is built over all of them (peft's ``set_adapter`` turns ``requires_grad`` off for the inactive ones)."""
+        if len(self.adapter_names) == 1:
+            return [p for _, p in self._trainable[self.adapter_names[0]]]
+        ids = {id(p) for group in self._trainable.values() for _, p in group}
+        return [p for p in self.model.parameters() if id(p) in ids]
 
-    def adapter_state_dict(self) -> dict[str, torch.Tensor]:
-        """LoRA weights with peft's keys, detached on CPU (what the engine loads)."""
+    def adapter_parameters(self, adapter: str | None = None) -> list[torch.nn.Parameter]:
+        """The LoRA parameters of ``adapter`` (None: the first one).
+
+        Raises:
+            KeyError: an adapter the policy does not have (names them).
+        """
+        return [p for _, p in self._trainable[self._name(adapter)]]
+
+    def _name(self, adapter: str | None) -> str:
+        if adapter is None or adapter == "":
+            return self.adapter_names[0]
+        if adapter not in self._peft_names:
+            raise KeyError(f"adapter {adapter!r}: the policy has adapters {list(self.adapter_names)} (agent.adapters)")
+        return adapter
+
+    def adapter_state_dict(self, adapter: str | None = None) -> dict[str, torch.Tensor]:
+        """LoRA weights of ``adapter`` (None: the first one) with peft's keys (the adapter name left out:
+        ``…<module>.lora_A.weight`` (r, in), ``…lora_B.weight`` (out, r)), detached on CPU (what the engine loads).
+
+        Raises:
+            KeyError: an adapter the policy does not have.
+        """
         from peft import get_peft_model_state_dict
 
-        return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+        state = get_peft_model_state_dict(self.model, adapter_name=self._peft_names[self._name(adapter)])
+        return {k: v.detach().cpu().clone() for k, v in state.items()}
+
+    def activate(self, adapter: str | None) -> None:
+        """Make ``adapter`` (None: keep the active one) the one the model runs with. It stays active afterwards,
+        so that the backward pass of a gradient-checkpointed forward recomputes under the same adapter.
+
+        Raises:
+            KeyError: an adapter the policy does not have.
+        """
+        if adapter is None:
+            return
+        name = self._name(adapter)
+        if name != self._active:
+            self.model.set_adapter(self._peft_names[name])
+            self._active = name
 
     def token_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       response_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+                       response_mask: torch.Tensor, temperature: float = 1.0,
+                       adapter: str | None = None) -> torch.Tensor:
         """log π(x_t | x_<t) at every response position.
 
         Args:
             input_ids, attention_mask, response_mask: (B, T) as from :func:`pack_batch`.
             temperature: the rollout temperature (logits are divided by it, as in sampling).
+            adapter: the adapter the rows are scored under (:meth:`activate`; it stays active, and only its
+                parameters get gradients); None: the active one.
+
+        Raises:
+            KeyError: an adapter the policy does not have.
 
         Returns:
             (B, T) float32 on ``input_ids``' device; entry [b, t] is the log-probability of ``input_ids[b, t]``
             where ``response_mask[b, t] == 1`` and 0 elsewhere (position 0 is never a response token). The
             gradient flows back through the copy from the model's device.
         """
+        self.activate(adapter)
         caller = input_ids.device
         here = self.model.get_input_embeddings().weight.device  # the model's device (DeepSpeed may have moved it)
         input_ids, attention_mask, response_mask = (t.to(here) for t in (input_ids, attention_mask, response_mask))
@@ -201,12 +280,10 @@ class Policy:
         return hidden[index[:, :-1][target]]
 
     def adapter_is_identity(self) -> bool:
-        """True when the adapter adds exactly nothing: every trainable tensor is a LoRA A or B matrix
+        """True when every adapter adds exactly nothing: every trainable tensor is a LoRA A or B matrix
         and every B is all zeros (peft's initialisation), so the policy's log-probabilities equal the
         reference's (adapter disabled) bit for bit."""
-        for name, p in self.model.named_parameters():
-            if not p.requires_grad:
-                continue
+        for name, p in (item for group in self._trainable.values() for item in group):
             if "lora_B" in name:
                 if bool(p.any()):
                     return False
@@ -217,6 +294,6 @@ class Policy:
     @torch.no_grad()
     def ref_logprobs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      response_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-        """Same as :meth:`token_logprobs` under the reference policy (adapter disabled)."""
+        """Same as :meth:`token_logprobs` under the reference policy (every adapter disabled: the frozen base)."""
         with self.model.disable_adapter():
             return self.token_logprobs(input_ids, attention_mask, response_mask, temperature)

@@ -59,20 +59,25 @@ class BatchingEngineClient:
             current weights and returns its handle; None: a dead engine stays dead. The requests
             in flight on the dead engine fail with :class:`EngineFailure` either way.
         continuous: send each request at once (see above).
+        route_adapters: the run has several LoRA adapters (one per role, ``agent.adapters``): every engine call
+            names each prompt's adapter (``engine.generate(prompts, params, adapters)``, one name per prompt).
+            False (one adapter): the engine serves its one adapter and the requests' adapters are not sent.
     """
 
     def __init__(self, engine, params: SamplingParams, max_batch: int = 64, max_wait_s: float = 2.0,
-                 restart: Callable[[], object] | None = None, continuous: bool = False) -> None:
+                 restart: Callable[[], object] | None = None, continuous: bool = False,
+                 route_adapters: bool = False) -> None:
         self.engine = engine
         self.restart = restart
         self.continuous = continuous
+        self.route_adapters = route_adapters
         self.engine_failures = 0
         self.engine_restarts = 0
         self.params = params
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
         self.active = 0
-        self.pending: list[tuple[list[int], asyncio.Future]] = []
+        self.pending: list[tuple[list[int], asyncio.Future, str | None]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._restarting: asyncio.Lock | None = None
@@ -109,26 +114,34 @@ class BatchingEngineClient:
         self.generated_tokens += len(res["response_ids"])
         self.cached_tokens += int(res.get("cached_tokens", 0))
 
-    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0)) -> dict:
+    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0), adapter: str | None = None) -> dict:
         """Queue one request; resolves to the engine's result dict for it.
 
         Args:
             prompt_ids: the episode's whole context so far (token ids).
             key: (episode index in the rollout, turn index): the request's seed in continuous mode.
+            adapter: the LoRA adapter of the turn's role (:meth:`LoopConfig.adapter`); sent to the engine when
+                ``route_adapters``.
 
         Raises:
             EngineFailure: the engine died or raised while this request was in it.
         """
         if self.continuous:
-            return await self._generate_now(prompt_ids, key)
+            return await self._generate_now(prompt_ids, key, adapter)
         fut = asyncio.get_running_loop().create_future()
-        self.pending.append((prompt_ids, fut))
+        self.pending.append((prompt_ids, fut, adapter))
         self._wake.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._dispatch())
         return await fut
 
-    async def _generate_now(self, prompt_ids: list[int], key: tuple[int, int]) -> dict:
+    def _send(self, engine, prompts: list[list[int]], params: SamplingParams, adapters: list[str | None]):
+        """The engine call of one batch: with ``route_adapters`` each prompt's adapter goes along."""
+        if self.route_adapters:
+            return engine.generate.remote(prompts, params, adapters)
+        return engine.generate.remote(prompts, params)
+
+    async def _generate_now(self, prompt_ids: list[int], key: tuple[int, int], adapter: str | None = None) -> dict:
         """Continuous mode: one call for this request, sent now; the engine batches it with the others."""
         params = dataclasses.replace(self.params, seed=self.params.seed + 1000 * key[0] + key[1])
         engine = self.engine
@@ -138,7 +151,7 @@ class BatchingEngineClient:
         self._in_flight += 1
         self.batch_sizes.append(self._in_flight)
         try:
-            results = await engine.generate.remote([prompt_ids], params)
+            results = await self._send(engine, [prompt_ids], params, [adapter])
             if len(results) != 1:
                 raise EngineFailure(f"the engine returned {len(results)} results for 1 prompt")
         except Exception as exc:  # this episode fails; the others go on
@@ -168,18 +181,18 @@ class BatchingEngineClient:
             self.calls += 1
             engine = self.engine
             try:
-                results = await engine.generate.remote([p for p, _ in batch], params)
+                results = await self._send(engine, [p for p, _, _ in batch], params, [a for _, _, a in batch])
                 if len(results) != len(batch):
                     raise EngineFailure(f"the engine returned {len(results)} results for {len(batch)} prompts")
             except Exception as exc:  # the batch's episodes fail; the others go on
                 reason = await self._failure(exc, engine)
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(EngineFailure(f"generation failed: {reason}"))
                 continue
             self.generate_seconds += time.perf_counter() - t0
             self.batch_sizes.append(len(batch))
-            for (prompt, fut), res in zip(batch, results):
+            for (prompt, fut, _), res in zip(batch, results):
                 self._count(prompt, res)
                 fut.set_result(res)
 
@@ -226,6 +239,8 @@ class LoopConfig:
         agent: the agent loop (:data:`~earthrl.rollout.agent_registry.AGENT_LOOPS` name, ``agent.name``).
         options: the loop's own options (``agent.options``).
         adapters: role -> LoRA adapter name (``agent.adapters``); see :meth:`adapter`.
+        default_adapter: the adapter of a role ``adapters`` does not name: ``"shared"``, or the run's one adapter
+            when it has one (so that every turn of a one-adapter run names it).
     """
 
     max_turns: int
@@ -234,6 +249,7 @@ class LoopConfig:
     agent: str
     options: dict
     adapters: dict
+    default_adapter: str = "shared"
 
     def options_as(self, schema: type):
         """``options`` as the loop's options dataclass ``schema`` (its defaults for the keys not given; the
@@ -241,8 +257,8 @@ class LoopConfig:
         return schema(**self.options)
 
     def adapter(self, role: str) -> str:
-        """The adapter that generates ``role``'s turns: ``adapters[role]``, else ``"shared"`` (the one adapter)."""
-        return str(self.adapters.get(role, "shared"))
+        """The adapter that generates ``role``'s turns: ``adapters[role]``, else :attr:`default_adapter`."""
+        return str(self.adapters.get(role, self.default_adapter))
 
 
 def new_trajectory(task: dict, group: str) -> Trajectory:
@@ -314,7 +330,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec: ChatCodec, 
         traj.prompt_ids = codec.prompt_ids(system, user)
         ids = list(traj.prompt_ids)
         for t in range(cfg.max_turns):
-            out = await engine.generate(ids, (index, t))
+            out = await engine.generate(ids, (index, t), adapter=cfg.adapter("agent"))
             text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
             res = await pool.step(episode_id, text)
             turn = turn_from(out, text, res, "agent", cfg)

@@ -19,8 +19,9 @@ ENGINES.register("vllm", make_vllm_engine_actor)
 
 ENGINE_OPTIONS = {"hf": ("min_shared_prefix",),
                   "vllm": ("python", "max_model_len", "kv_cache_gib", "gpu_memory_utilization", "enforce_eager",
-                           "lora_mode")}
-"""Keys of ``cluster.<engine>`` passed to that engine only."""
+                           "lora_mode", "num_adapters")}
+"""Keys of ``cluster.<engine>`` passed to that engine only (``num_adapters``: set by the runtime for a run with
+several LoRA adapters, one per role; the HF engine merges one adapter at a time and needs no count)."""
 
 CONTINUOUS_BATCHING = frozenset({"vllm"})
 """Engines whose actor takes concurrent ``generate`` calls and batches them itself (vLLM's continuous batching):

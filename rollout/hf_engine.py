@@ -1,7 +1,10 @@
 """Hugging Face transformers rollout engine (CPU, or one GPU without vLLM).
 
 Runs inside a Ray actor (:func:`make_engine_actor`); the learner pushes new LoRA
-weights after each step with :meth:`HFEngine.set_lora_weights`.
+weights after each step with :meth:`HFEngine.set_lora_weights`. With one adapter per role (``agent.adapters``)
+each adapter is pushed under its name and every ``generate`` call names each prompt's adapter: the engine
+runs the prompts of one adapter together, merging that adapter into the weights first (roles on one frozen base:
+VG-HRL of HiRS-Agent, Earth-Agent-Pro).
 """
 
 from __future__ import annotations
@@ -82,25 +85,65 @@ class HFEngine:
         self.stop_strings = list(stop_strings or [])
         self.lora_scaling = float(lora["alpha"]) / float(lora["rank"]) if lora else None
         self._base_weights: dict[str, torch.Tensor] = {}
+        self._adapters: dict[str, dict[str, torch.Tensor]] = {}  # adapter name -> its last pushed weights
+        self._merged: str | None = None  # the adapter merged into the weights now
         self.min_shared_prefix = min_shared_prefix
         self._prefix: tuple[tuple[int, ...], object] | None = None
         self.stop_ids = list(stop_ids)
         pad = self.model.config.pad_token_id
         self.pad_id = pad if pad is not None else self.stop_ids[0]
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 adapters: list[str | None] | None = None) -> list[dict]:
         """Sample one continuation per prompt.
 
         Args:
             prompts: token-id lists (no padding), any lengths.
             params: :class:`SamplingParams`.
+            adapters: the LoRA adapter of each prompt (names pushed with :meth:`set_lora_weights`), or None: the
+                adapter merged now. The prompts of each adapter run as one batch, in the order the adapters first
+                appear, each after its adapter is merged into the weights (seed ``params.seed`` for each batch).
 
         Returns:
-            one dict per prompt: ``response_ids`` (list[int], up to and including the first
-            stop id), ``logprobs`` (list[float], log-probability of each response token under
-            the temperature-scaled distribution, nats), ``finish_reason`` ("stop" | "length"),
-            and ``seconds`` of the whole batch.
+            one dict per prompt, in the order of ``prompts``: ``response_ids`` (list[int], up to and including
+            the first stop id), ``logprobs`` (list[float], log-probability of each response token under
+            the temperature-scaled distribution, nats), ``finish_reason`` ("stop" | "length"), ``seconds`` of its
+            batch, and, when ``adapters`` is given, ``adapter`` (the adapter that generated it; "" while none was
+            pushed).
+
+        Raises:
+            KeyError: an adapter that was never pushed (names the pushed ones).
         """
+        names = [None] * len(prompts) if adapters is None else list(adapters)
+        if len(names) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(names)} adapters")
+        groups = list(dict.fromkeys(names))
+        if len(groups) == 1:
+            self._use(groups[0])
+            return self._routed(self._generate(prompts, params), adapters is not None)
+        results: list[dict | None] = [None] * len(prompts)
+        for name in groups:
+            rows = [i for i, n in enumerate(names) if n == name]
+            self._use(name)
+            for i, res in zip(rows, self._routed(self._generate([prompts[i] for i in rows], params), True)):
+                results[i] = res
+        return results
+
+    def _routed(self, results: list[dict], named: bool) -> list[dict]:
+        """``results`` with the adapter that generated them (``adapter``) when the call named adapters."""
+        return [{**r, "adapter": self._merged or ""} for r in results] if named else results
+
+    def _use(self, adapter: str | None) -> None:
+        """Merge ``adapter``'s pushed weights (None, or no adapter pushed yet: keep the weights as they are)."""
+        if adapter is None or not self._adapters or adapter == self._merged:
+            return
+        if adapter not in self._adapters:
+            raise KeyError(f"adapter {adapter!r} was never pushed to the engine; pushed: {sorted(self._adapters)}")
+        self._merge(self._adapters[adapter])
+        self._merged = adapter
+
+    def _generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
+        """:meth:`generate` of one batch under the weights as they are."""
         t0 = time.perf_counter()
         torch.manual_seed(params.seed)
         shared = self._shared_prefix_len(prompts)
@@ -183,10 +226,10 @@ class HFEngine:
                     return k + 1
         return None
 
-    @torch.no_grad()
-    def set_lora_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
+    def set_lora_weights(self, state_dict: dict[str, torch.Tensor], adapter: str = "shared") -> int:
         """Merge LoRA weights (peft ``get_peft_model_state_dict`` keys: ``…<module>.lora_A.weight``
-        of shape (r, in) and ``…<module>.lora_B.weight`` of shape (out, r)) into the model.
+        of shape (r, in) and ``…<module>.lora_B.weight`` of shape (out, r)) into the model, and keep them as
+        ``adapter``'s (a later :meth:`generate` that names another adapter merges that one instead).
 
         Returns:
             number of linear layers updated.
@@ -196,6 +239,14 @@ class HFEngine:
         """
         if self.lora_scaling is None:
             raise RuntimeError("this engine was built without lora settings: pass lora={'rank', 'alpha'}")
+        updated = self._merge(state_dict)
+        self._adapters[adapter] = state_dict
+        self._merged = adapter
+        return updated
+
+    @torch.no_grad()
+    def _merge(self, state_dict: dict[str, torch.Tensor]) -> int:
+        """Set every adapted layer to ``W0 + scaling · B @ A`` of ``state_dict``; returns the layers updated."""
         modules = dict(self.model.named_modules())
         self._prefix = None  # cached keys/values belong to the old weights
         updated = 0

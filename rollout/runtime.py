@@ -15,6 +15,7 @@ from earthrl.envs.core.pool import EnvPool
 from earthrl.envs.data.catalog import catalog, missing_hint
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
+from earthrl.models.lora import adapter_names
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.ray_signals import keep_stop_handlers
 
@@ -95,6 +96,17 @@ def run_until_stopped(coro):
         loop.close()
 
 
+def loop_roles(name: str) -> tuple[str, ...]:
+    """The roles the agent loop ``name`` (:data:`~earthrl.rollout.agent_registry.AGENT_LOOPS`) declares in its
+    function's ``roles`` attribute; () when it declares none or is unknown."""
+    from earthrl.rollout.agent_registry import AGENT_LOOPS  # lazy: the built-in loops import torch
+
+    try:
+        return tuple(getattr(AGENT_LOOPS.lookup(name, error=ValueError), "roles", ()))
+    except ValueError:
+        return ()
+
+
 class RolloutRuntime:
     """Ray + rollout engine + EnvPool + chat codec for one model.
 
@@ -110,6 +122,11 @@ class RolloutRuntime:
         device: "cpu" or "cuda", ``cluster.device`` as the launcher resolved it
             (:func:`earthrl.models.device.resolve_device`): where the engine computes (on ``cuda`` it gets one
             of Ray's GPUs and, vLLM, sleeps between rollouts: :meth:`rollout`).
+
+    Attributes:
+        adapters: the run's LoRA adapters (:func:`earthrl.models.lora.adapter_names` of ``agent.adapters``): with
+            several, the engine is told how many (``num_adapters``), each is pushed under its name
+            (:meth:`push_lora`) and every request names its role's adapter.
     """
 
     def __init__(self, settings, model_path: Path, data_root: Path, workspace_root: Path,
@@ -122,6 +139,7 @@ class RolloutRuntime:
 
         cluster, env = settings.cluster, settings.env
         self.env, self.agent = env, settings.agent
+        self.adapters = adapter_names(dict(self.agent.adapters), loop_roles(str(self.agent.name)))
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.codec = ChatCodec(self.tokenizer)
         eos = self.tokenizer.eos_token_id
@@ -143,25 +161,36 @@ class RolloutRuntime:
         if kv_cache_gib is not None:
             options["kv_cache_gib"] = float(kv_cache_gib)
         self.continuous = continuous_batching(self.engine_name, options)
+        if len(self.adapters) > 1:  # one LoRA slot per adapter (vLLM's max_loras)
+            options["num_adapters"] = len(self.adapters)
         self._start_engine = lambda: make_engine(
             self.engine_name, options, model_path=str(model_path), stop_ids=stop_ids, lora=lora,
             stop_strings=list(env.stop_strings), dtype=settings.model.dtype, num_threads=int(cluster.torch_threads),
             device=device)
         self.engine = self._start_engine()
-        self._lora_state: dict | None = None
+        self._lora_state: dict[str | None, dict] = {}
         self.engine_restarts = 0
         timeout = env.step_timeout_s
         self.pool = EnvPool(int(env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(env),
                             step_timeout_s=float(timeout) if timeout is not None else None)
         self.system_prompt = self.pool.system_prompt()
 
-    def push_lora(self, state_dict: dict) -> None:
+    def push_lora(self, state_dict: dict, adapter: str | None = None) -> None:
         """Send LoRA weights (peft state-dict keys) to the engine; blocks until merged. The weights
-        are kept so that a restarted engine gets them too (:meth:`restart_engine`)."""
+        are kept so that a restarted engine gets them too (:meth:`restart_engine`).
+
+        Args:
+            adapter: the adapter they are (one of :attr:`adapters`); None: the run's one adapter.
+        """
         import ray
 
-        ray.get(self.engine.set_lora_weights.remote(state_dict))
-        self._lora_state = state_dict
+        ray.get(self._set_lora(self.engine, state_dict, adapter))
+        self._lora_state[adapter] = state_dict
+
+    @staticmethod
+    def _set_lora(engine, state_dict: dict, adapter: str | None):
+        return (engine.set_lora_weights.remote(state_dict) if adapter is None
+                else engine.set_lora_weights.remote(state_dict, adapter))
 
     def restart_engine(self):
         """Replace the (dead) engine actor by a fresh one and push it the last LoRA weights;
@@ -173,8 +202,8 @@ class RolloutRuntime:
         except Exception:  # noqa: BLE001 - already gone
             pass
         self.engine = self._start_engine()
-        if self._lora_state is not None:
-            ray.get(self.engine.set_lora_weights.remote(self._lora_state))
+        for adapter, state in self._lora_state.items():
+            ray.get(self._set_lora(self.engine, state, adapter))
         self.engine_restarts += 1
         return self.engine
 
@@ -208,10 +237,12 @@ class RolloutRuntime:
                                 top_p=float(sampling.top_p), seed=int(seed) * 100003 + step * 1009)
         loop_cfg = LoopConfig(max_turns=int(env.max_turns), max_context_tokens=int(env.max_context_tokens),
                               phrasing=phrasing, agent=str(self.agent.name), options=dict(self.agent.options),
-                              adapters=dict(self.agent.adapters))
+                              adapters=dict(self.agent.adapters),
+                              default_adapter=self.adapters[0] if len(self.adapters) == 1 else "shared")
 
         async def go():
-            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine, continuous=self.continuous)
+            client = BatchingEngineClient(self.engine, params, restart=self.restart_engine, continuous=self.continuous,
+                                          route_adapters=len(self.adapters) > 1)
             # test hook: stop the run once the first batch of this rollout was generated
             point = f"rollout/{group_prefix.split('/')[0]}" if group_prefix else "rollout"
             asyncio.get_running_loop().create_task(_kill_after_first_call(client, point, step + 1))

@@ -164,6 +164,34 @@ class Trajectory:
         bounds.append((start, pos))
         return [(a, b) for a, b in bounds if b > a]
 
+    def sequence_adapters(self) -> list[str]:
+        """The LoRA adapter of each sequence of :meth:`sequence_bounds` (aligned with it): the
+        :attr:`Turn.adapter` its turns were generated with, "" for a sequence without turns or whose turns name
+        none. The learner scores each sequence under its adapter (one adapter per role on one frozen base).
+
+        Raises:
+            ValueError: a sequence whose turns name different adapters (roles sharing one context cannot learn
+                on separate adapters; ``agent.adapters`` of such a loop must give its roles one name).
+        """
+        spans, names, start, pos = [], [set()], 0, len(self.prompt_ids)
+        for t in self.turns:
+            if t.context_ids:
+                spans.append((start, pos))
+                start = pos
+                names.append(set())
+            names[-1].add(t.adapter)
+            pos += len(t.context_ids) + len(t.response_ids) + len(t.observation_ids)
+        spans.append((start, pos))
+        out = []
+        for (a, b), used in zip(spans, names):
+            if b <= a:
+                continue
+            if len(used) > 1:
+                raise ValueError(f"episode {self.episode_id}: one sequence holds turns of adapters {sorted(used)}; "
+                                 "roles that share a context must share an adapter (agent.adapters)")
+            out.append(next(iter(used), ""))
+        return out
+
     def _per_token(self, prompt, context, response, observation) -> list:
         out = list(prompt)
         for t in self.turns:

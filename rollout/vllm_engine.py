@@ -21,6 +21,10 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
   bare model's speed (vLLM's CPU LoRA kernels are several times slower on prompt-heavy batches);
   ``lora_mode="requests"`` (the GPU default): the next ``generate`` loads it
   under a new LoRA id; the base weights are never reloaded and the engine never restarts;
+- roles on one frozen base (``agent.adapters`` naming several adapters, ``num_adapters`` > 1): each adapter is pushed
+  under its name and each prompt is sent with a ``LoRARequest`` of its own adapter, with ``max_loras`` =
+  ``num_adapters`` slots so that one batch mixes the roles. Several adapters cannot be merged into one set of
+  weights, so such an engine serves LoRA requests whatever ``lora_mode`` says (it logs so);
 - on a CUDA GPU the engine shares the card with the learner (the local backend: one GPU, no verl). It is
   built with vLLM's sleep mode (``enable_sleep_mode=True``; vLLM docs, "Sleep Mode"): :meth:`VLLMEngine.sleep`
   after each rollout puts it to sleep at level 1 (weights offloaded to CPU memory, KV cache discarded, the
@@ -89,16 +93,17 @@ def write_adapter(state_dict: dict[str, torch.Tensor], lora: dict, folder: Path,
 
 
 def worker_options(model_path: str, *, dtype: str, max_model_len: int, lora: dict | None, kv_cache_gib: float,
-                   gpu_memory_utilization: float, enforce_eager: bool, device: str) -> list[str]:
+                   gpu_memory_utilization: float, enforce_eager: bool, device: str, max_loras: int = 1) -> list[str]:
     """The engine process's command-line options (:func:`earthrl.rollout.vllm_worker.parser`) for a
     :class:`VLLMEngine` of these arguments: on ``cuda`` ``--gpu-memory-utilization`` and ``--sleep-mode``
     (no explicit KV cache: ``--kv-cache-gib 0``); on ``cpu`` the explicit ``--kv-cache-gib``. ``dtype`` is
-    resolved for ``device`` (:func:`earthrl.models.dtype.resolve_dtype`)."""
+    resolved for ``device`` (:func:`earthrl.models.dtype.resolve_dtype`). ``max_loras``: LoRA adapters one batch
+    may use (one per role; vLLM's ``max_loras``)."""
     on_gpu = device == "cuda"
     args = ["--model", model_path, "--dtype", resolve_dtype(dtype, cuda=on_gpu)[0],
             "--max-model-len", str(max_model_len), "--lora-rank", str(int(lora["rank"]) if lora else 0),
             "--kv-cache-gib", str(0.0 if on_gpu else kv_cache_gib),
-            "--gpu-memory-utilization", str(gpu_memory_utilization)]
+            "--gpu-memory-utilization", str(gpu_memory_utilization), "--max-loras", str(int(max_loras))]
     return args + ["--enforce-eager"] * bool(enforce_eager) + ["--sleep-mode"] * on_gpu
 
 
@@ -124,6 +129,7 @@ class VLLMEngine:
             doc); on ``cpu`` it sees no GPU (``CUDA_VISIBLE_DEVICES=""``) and gets an explicit KV cache.
         lora_mode: how pushed adapters are served: ``"merged"`` (into the weights), ``"requests"`` (vLLM LoRA
             requests) or ``"auto"`` (merged on CPU, requests on GPU); see the module docstring.
+        num_adapters: the run's LoRA adapters (one per role); more than one serves LoRA requests (module doc).
         startup_timeout_s: how long to wait for the model to load.
         log_path: where the engine process writes its output (a file in the engine's temporary
             folder, removed by :meth:`close`, if None).
@@ -144,10 +150,12 @@ class VLLMEngine:
                  stop_strings: list[str] | None = None, dtype: str = "auto", num_threads: int = 2,
                  python: str = "auto", max_model_len: int = 8192, kv_cache_gib: float = DEFAULT_KV_CACHE_GIB,
                  gpu_memory_utilization: float = 0.5, enforce_eager: bool = False, device: str = "cpu",
-                 lora_mode: str = "auto",
+                 lora_mode: str = "auto", num_adapters: int = 1,
                  startup_timeout_s: float = 900.0, log_path: str | None = None) -> None:
         if lora_mode not in LORA_MODES:
             raise ValueError(f"cluster.vllm.lora_mode={lora_mode}: use one of {', '.join(LORA_MODES)}")
+        if num_adapters < 1:
+            raise ValueError(f"num_adapters={num_adapters}: an engine serves at least one adapter")
         if not Path(model_path).exists():
             raise FileNotFoundError(f"model folder {model_path} does not exist: run `earthrl fetch model NAME`")
         exe = vllm_python(python)
@@ -160,17 +168,22 @@ class VLLMEngine:
         self.stop_strings = list(stop_strings or [])
         self.lora = dict(lora) if lora else None
         self._lora_version = 0
-        self._lora_dir: Path | None = None
+        self._lora_dirs: dict[str, tuple[int, Path]] = {}  # adapter -> (LoRA id, folder) of its last push
         self._tmp = Path(tempfile.mkdtemp(prefix="earthrl-vllm-"))
         self.sleep_mode = device == "cuda"  # colocated with the learner on one GPU: sleep between rollouts
         # merged: W0 + ΔW in the weights; on a GPU vLLM's LoRA kernels are fast and requests are kept
-        self.merged = self.lora is not None and (
+        self.merged = self.lora is not None and num_adapters == 1 and (
             lora_mode == "merged" or (lora_mode == "auto" and device != "cuda"))
+        if self.lora is not None and num_adapters > 1 and lora_mode != "requests":
+            print(f"vLLM engine: {num_adapters} LoRA adapters (one per role) cannot be merged into one set of weights; "
+                  f"serving them as LoRA requests (cluster.vllm.lora_mode={lora_mode} applies to one adapter)",
+                  flush=True)
         address = str(self._tmp / "engine.sock")
         self.log_path = Path(log_path) if log_path else self._tmp / "engine.log"
         args = [exe, str(WORKER), "--address", address] + worker_options(
             model_path, dtype=dtype, max_model_len=max_model_len, lora=lora, kv_cache_gib=kv_cache_gib,
-            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device)
+            gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager, device=device,
+            max_loras=num_adapters)
         args += ["--merge-lora"] * self.merged
         authkey = secrets.token_bytes(32)
         env = {**os.environ, "EARTHRL_VLLM_AUTHKEY": authkey.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
@@ -242,7 +255,8 @@ class VLLMEngine:
             raise RuntimeError(f"vLLM engine: {reply.get('error')}")
         return reply
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[dict]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams,
+                 adapters: list[str | None] | None = None) -> list[dict]:
         """Sample one continuation per prompt. Safe to call from several threads at once: the engine
         process batches the prompts of all calls in flight together (continuous batching).
 
@@ -251,6 +265,8 @@ class VLLMEngine:
             params: :class:`earthrl.rollout.hf_engine.SamplingParams`; row ``i`` is sampled with
                 seed ``params.seed * 100003 + i`` (equal seeds and prompts give equal samples when they are
                 computed in equal batches).
+            adapters: the LoRA adapter of each prompt (names pushed with :meth:`set_lora_weights`), or None: the
+                one adapter pushed (the last pushed, with several).
 
         Returns:
             one dict per prompt: ``response_ids`` (list[int], up to and including the stop id or
@@ -262,21 +278,37 @@ class VLLMEngine:
         Raises:
             RuntimeError: the engine reported an error for this call (the engine stays up), or its process
                 exited.
+            KeyError: an adapter that was never pushed (names the pushed ones).
+            ValueError: ``adapters`` and ``prompts`` differ in length.
         """
-        lora = None
-        if self._lora_dir is not None and not self.merged:
-            lora = {"name": f"step{self._lora_version}", "id": self._lora_version, "path": str(self._lora_dir)}
+        lora, loras = None, None
+        if self._lora_dirs and not self.merged:
+            if adapters is None:
+                lora = self._lora_request(max(self._lora_dirs, key=lambda a: self._lora_dirs[a][0]))
+            else:
+                if len(adapters) != len(prompts):
+                    raise ValueError(f"{len(prompts)} prompts but {len(adapters)} adapters")
+                loras = [self._lora_request(a) for a in adapters]
         reply = self._call({"op": "generate", "prompts": [list(map(int, p)) for p in prompts],
                             "max_tokens": int(params.max_new_tokens), "temperature": float(params.temperature),
                             "top_p": float(params.top_p), "seed": int(params.seed),
                             "stop_token_ids": [] if params.ignore_eos else self.stop_ids,
                             "stop": [] if params.ignore_eos else self.stop_strings,
-                            "ignore_eos": bool(params.ignore_eos), "lora": lora})
+                            "ignore_eos": bool(params.ignore_eos), "lora": lora, "loras": loras})
         return [{**r, "seconds": reply["seconds"]} for r in reply["results"]]
 
-    def set_lora_weights(self, state_dict: dict[str, torch.Tensor]) -> int:
-        """Hand the learner's LoRA weights to the engine (used from the next ``generate`` on; merged: the calls in
-        flight finish on the old weights first, and this returns once the new ones are in place).
+    def _lora_request(self, adapter: str | None) -> dict | None:
+        """The ``LoRARequest`` fields of ``adapter``'s last push (a new id per push: vLLM loads the new weights)."""
+        if adapter is None:
+            return None
+        if adapter not in self._lora_dirs:
+            raise KeyError(f"adapter {adapter!r} was never pushed to the engine; pushed: {sorted(self._lora_dirs)}")
+        version, folder = self._lora_dirs[adapter]
+        return {"name": f"{adapter}-step{version}", "id": version, "path": str(folder)}
+
+    def set_lora_weights(self, state_dict: dict[str, torch.Tensor], adapter: str = "shared") -> int:
+        """Hand the learner's LoRA weights of ``adapter`` to the engine (used from the next ``generate`` on; merged:
+        the calls in flight finish on the old weights first, and this returns once the new ones are in place).
 
         Returns:
             number of adapted linear layers.
@@ -291,13 +323,13 @@ class VLLMEngine:
         if layers == 0:
             raise RuntimeError("set_lora_weights got no '...lora_A...' keys (expected peft state-dict keys)")
         self._lora_version += 1
-        old = self._lora_dir
-        self._lora_dir = write_adapter(state_dict, self.lora, self._tmp / f"adapter{self._lora_version}",
-                                       self.model_path)
+        old = self._lora_dirs.get(adapter)
+        folder = write_adapter(state_dict, self.lora, self._tmp / f"adapter{self._lora_version}", self.model_path)
+        self._lora_dirs[adapter] = (self._lora_version, folder)
         if self.merged:
-            layers = int(self._call({"op": "merge_adapter", "path": str(self._lora_dir)})["layers"])
+            layers = int(self._call({"op": "merge_adapter", "path": str(folder)})["layers"])
         if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old[1], ignore_errors=True)
         return layers
 
     def ping(self) -> bool:

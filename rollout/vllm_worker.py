@@ -17,7 +17,8 @@ between engine steps, so a ``generate`` that arrives while others decode joins t
 the next step instead of waiting for them to finish:
 
     {"op": "generate", "rid", "prompts": [[int]], "max_tokens", "temperature", "top_p", "seed",
-     "stop_token_ids": [int], "stop": [str], "ignore_eos": bool, "lora": {"name", "id", "path"} | None}
+     "stop_token_ids": [int], "stop": [str], "ignore_eos": bool, "lora": {"name", "id", "path"} | None,
+     "loras": [{"name", "id", "path"} | None] | None}   (``loras``: one adapter per prompt, one per role)
         -> {"rid", "ok": True, "results": [{"response_ids", "logprobs", "finish_reason", "cached_tokens"}],
             "seconds"}   (once every prompt of the request has finished; ``seconds`` from its arrival)
     {"op": "merge_adapter", "rid", "path": str | None}
@@ -69,7 +70,7 @@ def build_llm(opts: argparse.Namespace):
         kwargs["enable_sleep_mode"] = True
     if opts.lora_rank > 0 and not opts.merge_lora:
         slot = next((r for r in LORA_RANK_SLOTS if r >= opts.lora_rank), opts.lora_rank)  # vLLM's allowed sizes
-        kwargs.update(enable_lora=True, max_lora_rank=slot, max_loras=1)
+        kwargs.update(enable_lora=True, max_lora_rank=slot, max_loras=max(1, opts.max_loras))
     return LLM(**kwargs)
 
 
@@ -259,19 +260,16 @@ class Server:
     def submit(self, rid: int, req: dict) -> None:
         """Add every prompt of a ``generate`` request to the running engine."""
         from vllm.inputs import TokensPrompt
+        from vllm.lora.request import LoRARequest
 
-        lora = None
-        if req.get("lora"):
-            from vllm.lora.request import LoRARequest
-
-            spec = req["lora"]
-            lora = LoRARequest(spec["name"], spec["id"], spec["path"])
+        specs = req.get("loras") or [req.get("lora")] * len(req["prompts"])  # per prompt, or one for all
+        loras = [LoRARequest(spec["name"], spec["id"], spec["path"]) if spec else None for spec in specs]
         self.ops[rid] = {"results": [None] * len(req["prompts"]), "left": len(req["prompts"]), "t0": time.perf_counter()}
         for row, prompt in enumerate(req["prompts"]):
             request_id = f"{rid}.{row}"
             self.rows[request_id] = (rid, row)
             self.engine.add_request(request_id, TokensPrompt(prompt_token_ids=list(prompt)),
-                                    sampling_params(req, row), lora_request=lora)
+                                    sampling_params(req, row), lora_request=loras[row])
         if not req["prompts"]:
             self.finish(rid)
 
@@ -339,6 +337,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--enforce-eager", action="store_true")
     ap.add_argument("--sleep-mode", action="store_true", help="GPU: vLLM sleep mode between rollouts")
     ap.add_argument("--merge-lora", action="store_true", help="merge pushed adapters into the weights (CPU)")
+    ap.add_argument("--max-loras", type=int, default=1, help="LoRA adapters one batch may use (one per role)")
     return ap
 
 

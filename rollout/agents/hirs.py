@@ -174,7 +174,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
         ctx = codec.prompt_ids(sys_text, user)
         if len(ctx) > cfg.max_context_tokens:
             return None
-        out = await engine.generate(ctx, (index, traj.num_turns))
+        out = await engine.generate(ctx, (index, traj.num_turns), adapter=cfg.adapter(role))
         return out, tokenizer.decode(out["response_ids"], skip_special_tokens=True), ctx
 
     def record(out: dict, text: str, ctx: list[int], res: dict, role: str, node: str):
@@ -291,3 +291,4 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
 
 run_episode.action_formats = ("hierarchical",)
 run_episode.options_schema = HiRSOptions
+run_episode.roles = ("manager", "specialist")  # the roles whose turns it generates (agent.adapters)

@@ -57,3 +57,38 @@ def test_a_role_without_an_adapter_uses_the_shared_one():
     cfg = LoopConfig(max_turns=2, max_context_tokens=64, phrasing="IF", agent="react", options={},
                      adapters={"manager": "mgr"})
     assert (cfg.adapter("manager"), cfg.adapter("specialist")) == ("mgr", "shared")
+
+
+ROLE_ADAPTERS = ["agent=hierarchical", "agent.adapters.manager=manager", "agent.adapters.specialist=specialist"]
+
+
+@pytest.mark.parametrize("overrides, action_format, backend, refusal", [
+    (ROLE_ADAPTERS, "hierarchical", "local", None),  # a context per role: one adapter each
+    (ROLE_ADAPTERS, "hierarchical", "verl", r"^agent.adapters names 2 adapters \(manager, specialist\): the verl "
+                                            r"backend trains one adapter"),
+    (["+agent.adapters.manager=manager", "+agent.adapters.agent=other"], "json", "local",
+     r"^agent.adapters names 2 adapters \(manager, other\) but agent=react keeps every role's turns in one context"),
+    (["agent=hierarchical", "agent.adapters.manager=my-manager"], "hierarchical", "local",
+     r"^agent.adapters.manager='my-manager': an adapter name must be an identifier"),
+])
+def test_adapters_per_role_are_checked_before_anything_starts(hydra_ctx, overrides, action_format, backend, refusal):
+    agent = to_settings(compose_job("config", overrides).agent)
+    if refusal is None:
+        check_agent(agent, action_format, backend)
+        return
+    with pytest.raises(ConfigError, match=refusal):
+        check_agent(agent, action_format, backend)
+
+
+def test_a_role_left_out_of_several_adapters_gets_the_shared_one():
+    from earthrl.models.lora import adapter_names
+
+    assert adapter_names({"manager": "mgr"}, ("manager", "specialist")) == ("mgr", "shared")
+    assert adapter_names({"manager": "mgr", "specialist": "mgr"}, ("manager", "specialist")) == ("mgr",)
+    assert adapter_names({}, ("manager", "specialist")) == ("shared",)
+    from earthrl.rollout.agent_loop import LoopConfig
+
+    # a one-adapter run: every role, named or not, generates with its one adapter
+    one = LoopConfig(max_turns=2, max_context_tokens=64, phrasing="IF", agent="react", options={},
+                     adapters={"manager": "mgr"}, default_adapter="mgr")
+    assert (one.adapter("manager"), one.adapter("specialist")) == ("mgr", "mgr")

