@@ -26,7 +26,9 @@ from earthrl.algorithms.registry import ESTIMATORS
 from earthrl.algorithms.settings import FromMapping
 from earthrl.algorithms.tap import tap_advantages
 
-ROLES = {"agent": 0, "manager": 1, "specialist": 2}
+# the roles of the agent loops: the flat loop's agent, HiRS-Agent's manager and specialists, Earth-Agent-Pro's
+# planner and executor (Turn.role)
+ROLES = {"agent": 0, "manager": 1, "specialist": 2, "planner": 3, "executor": 4}
 
 
 @dataclass(frozen=True, kw_only=True)

