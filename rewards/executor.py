@@ -12,6 +12,10 @@ reference state. EarthRL defines, for the k-th executor turn against the k-th re
 
 A runtime error of a well-formed, schema-valid call (a tool exception) is still graded by the
 match: its arguments were legal, and the exception is the environment's state, not the format.
+
+In a planner–executor trajectory (``agent=planner_executor``: turns with role ``executor``) the turns do not
+line up with the reference steps (a plan turn, retries, repairs): each executor turn is graded against the
+reference steps of the tool it called, the best match among them (none: 0), and the planner's turns get 0.
 """
 
 from __future__ import annotations
@@ -39,12 +43,17 @@ def executor_call_reward(turn, reference: dict | None, *, format_penalty: float 
 
 @TURN_REWARDS.register("executor_tiered")
 def executor_rewards(trajectory, task: dict, **kwargs) -> list[float]:
-    """Per-turn executor rewards, the k-th turn against the k-th reference step; pure (sets
-    nothing). ``kwargs`` go to :func:`executor_call_reward`.
+    """Per-turn executor rewards, the k-th turn against the k-th reference step (a planner–executor
+    trajectory: each executor turn against its tool's reference steps, module doc); pure (sets nothing).
+    ``kwargs`` go to :func:`executor_call_reward`.
 
     Returns:
         list[float] of length ``trajectory.num_turns``.
     """
     steps = reference_steps(task)
+    if any(t.role == "executor" for t in trajectory.turns):  # by tool, not by position (module doc)
+        return [max(executor_call_reward(t, s, **kwargs)
+                    for s in [s for s in steps if s["name"] == (t.tool_call or {}).get("name")] or [None])
+                if t.role == "executor" else 0.0 for t in trajectory.turns]
     return [executor_call_reward(t, steps[k] if k < len(steps) else None, **kwargs)
             for k, t in enumerate(trajectory.turns)]

@@ -64,7 +64,7 @@ def planner_view(task_text: str, catalogue: Mapping[str, tuple[str, Sequence[str
         catalogue: skill id -> (description, the tools a plan binding it may use).
     """
     lines = [task_text, "", "Skills (id: description; tools):"]
-    lines += [f"- {sid}: {desc}; tools: {', '.join(tools)}" for sid, (desc, tools) in catalogue.items()]
+    lines += [f"- {sid}: {desc.rstrip('.')}; tools: {', '.join(tools)}" for sid, (desc, tools) in catalogue.items()]
     return "\n".join(lines)
 
 
@@ -89,7 +89,7 @@ def repair_view(task_text: str, wf: Workflow, keep: int, tools: Sequence[str], m
         f"Failed: node {failed.id} ({failed.tool}) after repeated attempts: {cut(diagnosis, chars)}",
         f"Replaced suffix: {skeleton(wf.nodes[keep:])}",
         f"Write a new suffix: the nodes that replace {failed.id} and the nodes after it, ending with answer; "
-        f"they may need the verified nodes ({verified}) and must use new ids.",
+        f"they may need the verified nodes ({verified}), whose ids they may not reuse.",
         SUFFIX_HINT])
 
 
