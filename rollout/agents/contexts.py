@@ -23,7 +23,8 @@ PLANNER_SYSTEM = (
     "write the workflow skeleton: the tool nodes in order and which earlier nodes each one needs. Write no "
     "paths, scene ids or argument values: an executor fills every node's arguments from the verified results.\n"
     f"{PLAN_HINT}\n"
-    '"needs" lists the ids of earlier nodes whose results the node uses. The last node calls answer.')
+    "One node a line: its id, its tool, and after <- the ids of the earlier nodes whose results it uses. The last "
+    "node calls answer.")
 EXECUTOR_CLOSING = "Call this tool once, with arguments taken from the task and the verified evidence."
 
 

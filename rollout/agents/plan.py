@@ -2,15 +2,23 @@
 parsing and checking the planner's output, and the workflow with its revision archive. Pure: no model, no
 environment.
 
-The planner writes one plan::
+The planner writes one plan, one node a line (``<id> <tool> <- <the ids of the nodes it needs>``)::
 
-    <plan>{"skill": "spectral_index", "nodes": [{"id": "n1", "tool": "spectral_index", "needs": []},
-           {"id": "n2", "tool": "raster_stats", "needs": ["n1"]}, {"id": "n3", "tool": "answer", "needs": ["n2"]}]}</plan>
+    <plan>
+    skill: spectral_index
+    n1 spectral_index
+    n2 raster_stats <- n1
+    n3 answer <- n2
+    </plan>
 
-It binds one skill of the skill tree (:mod:`earthrl.envs.core.skills`), and every node names a tool of that
-skill (or ``answer``) and the ids of the nodes whose results it uses (``needs``). A node holds no paths and no
-values: the executor fills its arguments from the verified evidence. A suffix repair's plan has the same form
-without ``"skill"`` (the bound skill stays); its ``needs`` may name the verified prefix's nodes.
+or the same as JSON, ``<plan>{"skill": …, "nodes": [{"id": "n1", "tool": "spectral_index", "needs": []}, …]}</plan>``.
+The line form is what the planner is shown: 31 Qwen2.5 tokens for the plan above against 80 as JSON (a turn is
+cut at ``max_new_tokens``, 64 by default), and nothing to escape.
+
+A plan binds one skill of the skill tree (:mod:`earthrl.envs.core.skills`), and every node names a tool of that
+skill (or ``answer``) and the nodes whose results it uses (its needs). A node holds no paths and no values: the
+executor fills its arguments from the verified evidence. A suffix repair's plan has the same form without the
+skill (the bound skill stays); its needs may name the verified prefix's nodes.
 
 Whatever is wrong with a plan is a :class:`PlanError` whose message tells the planner what to change; the agent
 loop shows it to the planner as an observation (never a crash).
@@ -18,6 +26,7 @@ loop shows it to the planner as an observation (never a crash).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,10 +36,10 @@ NODE_KEYS = ("id", "tool", "needs")
 ANSWER = "answer"
 MAX_NODES = 16
 """Most nodes one plan or suffix may have."""
-PLAN_HINT = ('Write <plan>{"skill": "<skill id>", "nodes": [{"id": "n1", "tool": "<tool>", "needs": []}, '
-             '{"id": "n2", "tool": "answer", "needs": ["n1"]}]}</plan>')
-SUFFIX_HINT = ('Write <plan>{"nodes": [{"id": "n4", "tool": "<tool>", "needs": ["n1"]}, '
-               '{"id": "n5", "tool": "answer", "needs": ["n4"]}]}</plan>')
+PLAN_HINT = "Write the plan as\n<plan>\nskill: <skill id>\nn1 <tool>\nn2 <tool> <- n1\nn3 answer <- n2\n</plan>"
+SUFFIX_HINT = "Write the new suffix as\n<plan>\nn4 <tool> <- n1\nn5 answer <- n4\n</plan>"
+_SKILL_LINE = re.compile(r"^skill(?:\s*[:=]\s*|\s+)(.*?)\s*$", re.IGNORECASE)
+_LIST_MARK = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
 
 class PlanError(ValueError):
@@ -59,32 +68,30 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
     """The plan in the planner's ``text``, checked and in execution order.
 
     Args:
-        text: the planner's turn: ``<plan>{…}</plan>`` (the tags, or a fenced block, optional).
+        text: the planner's turn: ``<plan>…</plan>`` in the line or the JSON form (module doc; the tags, or a fenced
+            block, optional).
         skills: skill id -> the tools a plan that binds it may use (the loop adds ``answer``).
-        bound: the skill a suffix repair keeps (``"skill"`` may then be left out, and must equal it when given);
+        bound: the skill a suffix repair keeps (the skill may then be left out, and must equal it when given);
             None for the first plan, which must bind one.
-        verified: the verified prefix's node ids (a suffix's ``needs`` may name them, its ids may not reuse them).
+        verified: the verified prefix's node ids (a suffix's needs may name them, its ids may not reuse them).
 
     Returns:
         :class:`Plan`; its nodes in a topological order that keeps the written order where the dependencies
         allow, with the one ``answer`` node last.
 
     Raises:
-        PlanError: not JSON, no or an unknown skill, no nodes or more than :data:`MAX_NODES`, a node with other
-            keys than ``id``/``tool``/``needs`` (paths or values), a missing or repeated id, a tool outside the
-            skill, ``needs`` naming no node (e.g. argument names), a dependency cycle, not exactly one
-            ``answer`` node, or a node that needs ``answer``.
+        PlanError: neither form, no or an unknown skill, no nodes or more than :data:`MAX_NODES`, a node with more
+            than an id, a tool and needs (paths or values), a missing or repeated id, a tool outside the skill, needs
+            naming no node (e.g. argument names), a dependency cycle, not exactly one ``answer`` node, or a node that
+            needs ``answer``.
     """
     hint = SUFFIX_HINT if bound else PLAN_HINT
     body = strip_fence(tag_body(text, "plan") or text)
-    try:
-        obj = first_json_object(body)
-    except ActionError as exc:
-        raise PlanError(f"the plan is not a JSON object ({exc.message.split('. ')[0]}). {hint}") from None
+    obj = _json_plan(body, hint) if "{" in body else _line_plan(body, hint)  # no line of the line form has a brace
     skill = _skill(obj, skills, bound, hint)
     raw = obj.get("nodes")
     if not isinstance(raw, list) or not raw:
-        raise PlanError(f'the plan has no "nodes" list. {hint}')
+        raise PlanError(f"the plan has no nodes. {hint}")
     if len(raw) > MAX_NODES:
         raise PlanError(f"the plan has {len(raw)} nodes; write at most {MAX_NODES}")
     allowed = set(skills[skill]) | {ANSWER}
@@ -94,9 +101,9 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
     for n in nodes:
         bad = [d for d in n.needs if d not in known]
         if bad:
-            raise PlanError(f"node {n.id} needs {', '.join(map(repr, bad))}, which is not a node id: \"needs\" lists "
-                            f"the ids of the nodes whose results this node uses (here: {', '.join(sorted(known))}), "
-                            "never argument names or values")
+            raise PlanError(f"node {n.id} needs {', '.join(map(repr, bad))}, which is not a node id: a node needs the "
+                            f"ids of the nodes whose results it uses (here: {', '.join(sorted(known))}), never "
+                            "argument names or values")
     answers = [n.id for n in nodes if n.tool == ANSWER]
     if len(answers) != 1:
         raise PlanError(f"the plan has {len(answers)} answer nodes; end it with exactly one node whose tool is answer")
@@ -106,12 +113,38 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
     return Plan(skill, _ordered(nodes))
 
 
+def _json_plan(body: str, hint: str) -> dict:
+    try:
+        return first_json_object(body)
+    except ActionError as exc:
+        raise PlanError(f"the plan is not a JSON object ({exc.message.split('. ')[0]}). {hint}") from None
+
+
+def _line_plan(body: str, hint: str) -> dict:
+    """The line form as the JSON form's dict: ``{"skill"?, "nodes": [{"id", "tool", "needs"}]}``."""
+    obj: dict = {"nodes": []}
+    for line in body.splitlines():
+        line = _LIST_MARK.sub("", line.strip().strip("`"))
+        if not line:
+            continue
+        if m := _SKILL_LINE.match(line):
+            obj["skill"] = m.group(1)
+            continue
+        head, _, needs = line.partition("<-")
+        words = head.replace(",", " ").split()
+        if len(words) != 2:
+            raise PlanError(f"the line {line[:80]!r} is not a node: write `<id> <tool> <- <ids it needs>`, one node a "
+                            "line, with no paths or values (the executor fills the arguments). " + hint)
+        obj["nodes"].append({"id": words[0].rstrip(":"), "tool": words[1], "needs": needs.replace(",", " ").split()})
+    return obj
+
+
 def _skill(obj: dict, skills: Mapping[str, Collection[str]], bound: str | None, hint: str) -> str:
     skill = obj.get("skill", bound)
     if bound is not None and skill != bound:
-        raise PlanError(f"the skill {bound} stays bound in a repair; leave \"skill\" out and write the new nodes")
+        raise PlanError(f"the skill {bound} stays bound in a repair; leave the skill out and write the new nodes")
     if not isinstance(skill, str) or not skill:
-        raise PlanError(f'the plan binds no skill: give "skill", one of {", ".join(skills)}. {hint}')
+        raise PlanError(f"the plan binds no skill: give one of {', '.join(skills)}. {hint}")
     if skill not in skills:
         raise PlanError(f"no skill {skill!r}; bind one of {', '.join(skills)}")
     return skill
@@ -123,8 +156,8 @@ def _node(i: int, raw, allowed: set[str], skill: str) -> Node:
     extra = [k for k in raw if k not in NODE_KEYS]
     label = raw.get("id", i + 1)
     if extra:
-        raise PlanError(f"node {label} has {', '.join(map(repr, extra))}: a node is only "
-                        '{"id", "tool", "needs"}, with no paths or values; the executor fills the arguments')
+        raise PlanError(f"node {label} has {', '.join(map(repr, extra))}: a node is only an id, a tool and the "
+                        "nodes it needs, with no paths or values; the executor fills the arguments")
     node_id, tool, needs = raw.get("id"), raw.get("tool"), raw.get("needs", [])
     if not isinstance(node_id, str) or not node_id.strip():
         raise PlanError(f'node {i + 1} has no "id" string (e.g. "n{i + 1}")')

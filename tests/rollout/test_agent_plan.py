@@ -27,6 +27,16 @@ def test_a_plan_comes_back_in_dependency_order_with_answer_last():
                                            Node("p", "percentiles", ("i",)), Node("a", "answer", ("s",))))
 
 
+def test_the_line_form_is_the_json_form_in_fewer_tokens():
+    lines = ("I bind the skill.\n<plan>\nSkill: spectral_index\n1. n1 spectral_index\n- n2: raster_stats <- n1\n"
+             "* n3 percentiles <- n1\nn4 answer <- n2, n3\n</plan>")
+    as_json = _text([_n("n1", "spectral_index"), _n("n2", "raster_stats", "n1"), _n("n3", "percentiles", "n1"),
+                     _n("n4", "answer", "n2", "n3")])
+    assert parse_plan(lines, SKILLS) == parse_plan(as_json, SKILLS)
+    assert parse_plan("<plan>\nn4 percentiles <- n1\nn5 answer <- n4</plan>", SKILLS, bound="spectral_index",
+                      verified=["n1"]).nodes == (Node("n4", "percentiles", ("n1",)), Node("n5", "answer", ("n4",)))
+
+
 def test_tags_fences_and_a_missing_needs_are_accepted():
     fenced = "I will plan.\n```json\n" + _text([{"id": "n1", "tool": "spectral_index"}, _n("n2", "answer", "n1")],
                                                 tags=False) + "\n```"
@@ -34,20 +44,27 @@ def test_tags_fences_and_a_missing_needs_are_accepted():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("<plan>first the index, then the mean</plan>", r"^the plan is not a JSON object \(no tool call found\)\. Write <plan>"),
-    (_text([_n("n1", "answer")], skill=None), r'^the plan binds no skill: give "skill", one of spectral_index, water_flood'),
+    ("<plan>first the index, then the mean</plan>", r"^the line 'first the index, then the mean' is not a node"),
+    ("<plan>{\"skill\": \"spectral_index\", \"nodes\": [</plan>", r"^the plan is not a JSON object \(invalid JSON"),
+    (_text([_n("n1", "answer")], skill=None), r"^the plan binds no skill: give one of spectral_index, water_flood"),
+    ("<plan>\nn1 answer\n</plan>", r"^the plan binds no skill"),
     (_text([_n("n1", "answer")], skill="ndvi"), r"^no skill 'ndvi'; bind one of spectral_index, water_flood$"),
-    (_text([]), r'^the plan has no "nodes" list'),
+    (_text([]), r"^the plan has no nodes"),
+    ("<plan>\nskill: spectral_index\n</plan>", r"^the plan has no nodes\. Write the plan as\n<plan>\nskill:"),
     (_text([_n(f"n{i}", "percentiles") for i in range(MAX_NODES)] + [_n("a", "answer")]),
      rf"^the plan has {MAX_NODES + 1} nodes; write at most {MAX_NODES}$"),
     (_text([{"id": "n1", "tool": "spectral_index", "needs": [], "arguments": {"scene": "S"}}, _n("n2", "answer")]),
-     r"^node n1 has 'arguments': a node is only \{\"id\", \"tool\", \"needs\"\}, with no paths or values"),
+     r"^node n1 has 'arguments': a node is only an id, a tool and the nodes it needs, with no paths or values"),
+    ("<plan>\nskill: spectral_index\nn1 spectral_index scene=S2 index=NDVI\nn2 answer <- n1\n</plan>",
+     r"^the line 'n1 spectral_index scene=S2 index=NDVI' is not a node: write `<id> <tool> <- <ids it needs>`"),
     (_text([_n("n1", "threshold_mask"), _n("n2", "answer")]),
      r"^node n1 calls 'threshold_mask', which is not a tool of skill spectral_index; use one of answer, percentiles, "
      r"raster_stats, spectral_index$"),
     (_text([_n("n1", "spectral_index", "scene", "index"), _n("n2", "answer", "n1")]),
-     r"^node n1 needs 'scene', 'index', which is not a node id: \"needs\" lists the ids of the nodes whose results "
-     r"this node uses \(here: n1, n2\), never argument names or values$"),
+     r"^node n1 needs 'scene', 'index', which is not a node id: a node needs the ids of the nodes whose results it "
+     r"uses \(here: n1, n2\), never argument names or values$"),
+    ("<plan>\nskill: spectral_index\nn1 spectral_index <- scene, index\nn2 answer <- n1\n</plan>",
+     r"^node n1 needs 'scene', 'index', which is not a node id"),
     (_text([_n("n1", "spectral_index"), _n("n1", "answer")]), r"^node id n1 is used twice"),
     (_text([_n("n1", "spectral_index")]), r"^the plan has 0 answer nodes"),
     (_text([_n("n1", "answer"), _n("n2", "raster_stats", "n1"), _n("n3", "answer", "n2")]), r"^the plan has 2 answer"),
@@ -72,8 +89,8 @@ def test_a_suffix_keeps_the_bound_skill_and_may_need_the_verified_prefix():
                    bound="spectral_index", verified=["n1"])
     with pytest.raises(PlanError, match=r"^the skill spectral_index stays bound in a repair"):
         parse_plan(_text([_n("n5", "answer")], skill="water_flood"), SKILLS, bound="spectral_index")
-    with pytest.raises(PlanError, match=r"Write <plan>\{\"nodes\""):  # a repair's hint has no skill
-        parse_plan("no idea", SKILLS, bound="spectral_index")
+    with pytest.raises(PlanError, match=r"Write the new suffix as\n<plan>\nn4 <tool> <- n1\n"):  # no skill line
+        parse_plan("I have no idea", SKILLS, bound="spectral_index")
 
 
 def test_repair_archives_the_replaced_suffix_and_keeps_the_prefix():

