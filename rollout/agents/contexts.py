@@ -1,9 +1,10 @@
 """The planner's and the executor's contexts in Earth-Agent-Pro's planner–executor loop, rendered from the
 structured memory S_k = (W_k, M_k) (the paper's "Workflow-Centered Structured Memory"). Pure: text in, text out.
 
-- The planner sees the question, the skill tree's templates (to retrieve and bind one) and how to write a
-  workflow skeleton; for a suffix repair, the bound skill, the verified prefix with its results, the failed
-  node and the diagnosis of its failure.
+- The planner first sees the question and the skill tree's templates, and binds one (retrieval and binding);
+  then, in a fresh context, the question and only the bound skill's tools (the others pruned), and writes the
+  workflow skeleton; for a suffix repair, the bound skill, the verified prefix with its results, the failed node
+  and the diagnosis of its failure.
 - The executor sees only its node's tool, the question, the workflow and the verified evidence M_k: tool,
   validated arguments, observation and the artifact it produced. Failed attempts never reach M_k, so no
   executor context holds another node's error text.
@@ -16,15 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from earthrl.envs.formats.prompts import FINISH, system_prompt
-from earthrl.rollout.agents.plan import ANSWER, PLAN_HINT, SUFFIX_HINT, Node, Workflow
+from earthrl.rollout.agents.plan import ANSWER, NODES_HINT, SKILL_HINT, SUFFIX_HINT, Node, Workflow
 
+SKILL_SYSTEM = ("You are the planner of a remote-sensing workflow. First bind the one skill of the list that fits "
+                f"the task. {SKILL_HINT}")
 PLANNER_SYSTEM = (
-    "You are the planner of a remote-sensing workflow. Bind the one skill of the list that fits the task and "
-    "write the workflow skeleton: the tool nodes in order and which earlier nodes each one needs. Write no "
-    "paths, scene ids or argument values: an executor fills every node's arguments from the verified results.\n"
-    f"{PLAN_HINT}\n"
-    "One node a line: its id, its tool, and after <- the ids of the earlier nodes whose results it uses. The last "
-    "node calls answer.")
+    "You are the planner of a remote-sensing workflow. Write the workflow skeleton: the tool nodes in order and "
+    "which earlier nodes each one needs. Write no paths, scene ids or argument values: an executor fills every "
+    f"node's arguments from the verified results.\n{NODES_HINT}\n"
+    "One node a line: its id, one of the tools listed, and after <- the ids of the earlier nodes whose results it "
+    "uses. The last node calls answer.")
 EXECUTOR_CLOSING = "Call this tool once, with arguments taken from the task and the verified evidence."
 
 
@@ -57,16 +59,21 @@ def skeleton(nodes: Sequence[Node]) -> str:
     return "; ".join(f"{n.id} {n.tool}" + (f" <- {', '.join(n.needs)}" if n.needs else "") for n in nodes)
 
 
-def planner_view(task_text: str, catalogue: Mapping[str, tuple[str, Sequence[str]]]) -> str:
+def skill_view(task_text: str, catalogue: Mapping[str, tuple[str, Sequence[str]]]) -> str:
     """The planner's first context: the task (question and data) and the skill templates to bind one of.
 
     Args:
         task_text: the env's first user message (question in the run's phrasing, data manifest).
         catalogue: skill id -> (description, the tools a plan binding it may use).
     """
-    lines = [task_text, "", "Skills (id: description; tools):"]
-    lines += [f"- {sid}: {desc.rstrip('.')}; tools: {', '.join(tools)}" for sid, (desc, tools) in catalogue.items()]
+    lines = [task_text, "", "Skills (id: description):"]
+    lines += [f"- {sid}: {desc}" for sid, (desc, _) in catalogue.items()]
     return "\n".join(lines)
+
+
+def plan_view(task_text: str, skill: str, tools: Sequence[str]) -> str:
+    """The planner's context for the skeleton: the task and the bound ``skill``'s ``tools`` only."""
+    return "\n".join([task_text, "", f"Bound skill: {skill}", f"Tools: {', '.join(tools)}"])
 
 
 def repair_view(task_text: str, wf: Workflow, keep: int, tools: Sequence[str], memory: Sequence[Evidence],

@@ -2,23 +2,24 @@
 parsing and checking the planner's output, and the workflow with its revision archive. Pure: no model, no
 environment.
 
-The planner writes one plan, one node a line (``<id> <tool> <- <the ids of the nodes it needs>``)::
+The planner first binds one skill of the skill tree (:mod:`earthrl.envs.core.skills`; :func:`parse_skill`:
+``<plan>skill: spectral_index</plan>``), then writes the plan, one node a line
+(``<id> <tool> <- <the ids of the nodes it needs>``)::
 
     <plan>
-    skill: spectral_index
     n1 spectral_index
     n2 raster_stats <- n1
     n3 answer <- n2
     </plan>
 
-or the same as JSON, ``<plan>{"skill": …, "nodes": [{"id": "n1", "tool": "spectral_index", "needs": []}, …]}</plan>``.
-The line form is what the planner is shown: 31 Qwen2.5 tokens for the plan above against 80 as JSON (a turn is
-cut at ``max_new_tokens``, 64 by default), and nothing to escape.
+or the same as JSON, ``<plan>{"nodes": [{"id": "n1", "tool": "spectral_index", "needs": []}, …]}</plan>``; a plan
+that binds its skill itself starts with a ``skill: <id>`` line (JSON: ``"skill"``). The line form is what the
+planner is shown: 26 Qwen2.5 tokens for the plan above against 72 as JSON (a turn is cut at ``max_new_tokens``, 64
+by default), and nothing to escape.
 
-A plan binds one skill of the skill tree (:mod:`earthrl.envs.core.skills`), and every node names a tool of that
-skill (or ``answer``) and the nodes whose results it uses (its needs). A node holds no paths and no values: the
-executor fills its arguments from the verified evidence. A suffix repair's plan has the same form without the
-skill (the bound skill stays); its needs may name the verified prefix's nodes.
+Every node names a tool of the bound skill (or ``answer``) and the nodes whose results it uses (its needs). A node
+holds no paths and no values: the executor fills its arguments from the verified evidence. A suffix repair's plan
+has the same form; its needs may name the verified prefix's nodes.
 
 Whatever is wrong with a plan is a :class:`PlanError` whose message tells the planner what to change; the agent
 loop shows it to the planner as an observation (never a crash).
@@ -36,7 +37,9 @@ NODE_KEYS = ("id", "tool", "needs")
 ANSWER = "answer"
 MAX_NODES = 16
 """Most nodes one plan or suffix may have."""
+SKILL_HINT = "Write <plan>skill: <skill id></plan>"
 PLAN_HINT = "Write the plan as\n<plan>\nskill: <skill id>\nn1 <tool>\nn2 <tool> <- n1\nn3 answer <- n2\n</plan>"
+NODES_HINT = "Write the plan as\n<plan>\nn1 <tool>\nn2 <tool> <- n1\nn3 answer <- n2\n</plan>"
 SUFFIX_HINT = "Write the new suffix as\n<plan>\nn4 <tool> <- n1\nn5 answer <- n4\n</plan>"
 _SKILL_LINE = re.compile(r"^skill(?:\s*[:=]\s*|\s+)(.*?)\s*$", re.IGNORECASE)
 _LIST_MARK = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
@@ -63,6 +66,20 @@ class Plan:
     nodes: tuple[Node, ...]
 
 
+def parse_skill(text: str, skills: Collection[str]) -> str:
+    """The skill the planner binds in ``text`` (``<plan>skill: <id></plan>``; the tags, the ``skill:`` prefix and
+    surrounding words optional, the first skill id named counts).
+
+    Raises:
+        PlanError: no skill id of ``skills`` in the text (the message lists them).
+    """
+    body = strip_fence(tag_body(text, "plan") or text)
+    named = [w for w in re.findall(r"[A-Za-z_]+", body) if w in skills]
+    if not named:
+        raise PlanError(f"no skill bound: name one of {', '.join(skills)}. {SKILL_HINT}")
+    return named[0]
+
+
 def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str | None = None,
                verified: Sequence[str] = ()) -> Plan:
     """The plan in the planner's ``text``, checked and in execution order.
@@ -85,7 +102,7 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
             naming no node (e.g. argument names), a dependency cycle, not exactly one ``answer`` node, or a node that
             needs ``answer``.
     """
-    hint = SUFFIX_HINT if bound else PLAN_HINT
+    hint = (SUFFIX_HINT if verified else NODES_HINT) if bound else PLAN_HINT
     body = strip_fence(tag_body(text, "plan") or text)
     obj = _json_plan(body, hint) if "{" in body else _line_plan(body, hint)  # no line of the line form has a brace
     skill = _skill(obj, skills, bound, hint)
@@ -95,7 +112,7 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
     if len(raw) > MAX_NODES:
         raise PlanError(f"the plan has {len(raw)} nodes; write at most {MAX_NODES}")
     allowed = set(skills[skill]) | {ANSWER}
-    nodes = [_node(i, n, allowed, skill) for i, n in enumerate(raw)]
+    nodes = [_node(i, n, allowed, skill, skills) for i, n in enumerate(raw)]
     _check_ids(nodes, verified)
     known = {n.id for n in nodes} | set(verified)
     for n in nodes:
@@ -142,7 +159,7 @@ def _line_plan(body: str, hint: str) -> dict:
 def _skill(obj: dict, skills: Mapping[str, Collection[str]], bound: str | None, hint: str) -> str:
     skill = obj.get("skill", bound)
     if bound is not None and skill != bound:
-        raise PlanError(f"the skill {bound} stays bound in a repair; leave the skill out and write the new nodes")
+        raise PlanError(f"the skill {bound} is bound; leave the skill out and write the nodes")
     if not isinstance(skill, str) or not skill:
         raise PlanError(f"the plan binds no skill: give one of {', '.join(skills)}. {hint}")
     if skill not in skills:
@@ -150,7 +167,7 @@ def _skill(obj: dict, skills: Mapping[str, Collection[str]], bound: str | None, 
     return skill
 
 
-def _node(i: int, raw, allowed: set[str], skill: str) -> Node:
+def _node(i: int, raw, allowed: set[str], skill: str, skills: Collection[str]) -> Node:
     if not isinstance(raw, dict):
         raise PlanError(f'node {i + 1} is not an object; write {{"id": "n{i + 1}", "tool": "<tool>", "needs": []}}')
     extra = [k for k in raw if k not in NODE_KEYS]
@@ -161,6 +178,9 @@ def _node(i: int, raw, allowed: set[str], skill: str) -> Node:
     node_id, tool, needs = raw.get("id"), raw.get("tool"), raw.get("needs", [])
     if not isinstance(node_id, str) or not node_id.strip():
         raise PlanError(f'node {i + 1} has no "id" string (e.g. "n{i + 1}")')
+    if isinstance(tool, str) and tool in skills and tool not in allowed:
+        raise PlanError(f"node {node_id} calls the skill {tool}, not a tool: the bound skill is {skill}, and a node "
+                        f"calls one of its tools: {', '.join(sorted(allowed))}")
     if not isinstance(tool, str) or tool not in allowed:
         raise PlanError(f"node {node_id} calls {tool!r}, which is not a tool of skill {skill}; use one of "
                         f"{', '.join(sorted(allowed))}")

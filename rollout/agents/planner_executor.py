@@ -2,9 +2,10 @@
 "Workflow-Centered Structured Memory", "Suffix Repair"): ``agent=planner_executor``.
 
 The **planner** retrieves and binds one skill template of the skill tree (:mod:`earthrl.envs.core.skills`: the
-tools it allows, their order and argument ranges) and writes a workflow skeleton W_k — nodes with a tool and the
-nodes they need, no paths and no values (:mod:`.plan`). Binding opens the skill in the environment
-(``open_skill``, no model turn): its tools become callable and its order and range rules are checked.
+tools it allows, their order and argument ranges) in a first turn, then — in a fresh context that lists only the
+bound skill's tools, the others pruned — writes a workflow skeleton W_k: nodes with a tool and the nodes they
+need, no paths and no values (:mod:`.plan`). Binding opens the skill in the environment (``open_skill``, no model
+turn): its tools become callable and its order and range rules are checked.
 
 The **executor** then runs the nodes in order, each in a fresh context of its own (:mod:`.contexts`): only the
 node's tool, the question, the workflow and the verified evidence M_k (tool, validated arguments, observation,
@@ -21,7 +22,8 @@ unanswered, cleanly, when a plan or a repair stays invalid, when ``max_repairs``
 budget is: ``env.max_turns`` counts planner and executor turns together, and no context may pass
 ``env.max_context_tokens``.
 
-Every turn records its role (``planner``/``executor``), node (``plan``, ``repair1``, …, or the workflow node's id)
+Every turn records its role (``planner``/``executor``), node (``skill``, ``plan``, ``repair1``, …, or the workflow
+node's id)
 and its role's adapter; a turn that starts a context carries it in
 :attr:`~earthrl.rollout.trajectory.Turn.context_ids` (token-in/token-out per context).
 
@@ -42,17 +44,19 @@ from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, play, turn_fr
 from earthrl.rollout.agent_registry import AGENT_LOOPS
 from earthrl.rollout.agents.contexts import (
     PLANNER_SYSTEM,
+    SKILL_SYSTEM,
     Evidence,
     executor_system,
     executor_view,
-    planner_view,
+    plan_view,
     repair_view,
     skeleton,
+    skill_view,
 )
-from earthrl.rollout.agents.plan import ANSWER, Node, PlanError, Workflow, parse_plan
+from earthrl.rollout.agents.plan import ANSWER, Node, PlanError, Workflow, parse_plan, parse_skill
 from earthrl.rollout.trajectory import Trajectory
 
-STATS = ("plans", "plan_errors", "repairs", "nodes_run", "commits", "retries", "failed_nodes", "wrong_tool_calls")
+STATS = ("skills_bound", "plans", "plan_errors", "repairs", "nodes_run", "commits", "retries", "failed_nodes", "wrong_tool_calls")
 
 
 @dataclass
@@ -62,7 +66,8 @@ class PlannerExecutorOptions:
     Attributes:
         max_node_retries: in-node retries after a node's first failed attempt (a node gets 1 + this many).
         max_repairs: suffix repairs per episode; a node that fails after them ends the episode unanswered.
-        max_plan_retries: invalid planner outputs answered with the error and written again, per plan or repair.
+        max_plan_retries: invalid planner outputs answered with the error and written again, per skill binding,
+            plan or repair.
         memory_chars: characters of each observation (and of a repair's diagnosis) shown in contexts.
     """
 
@@ -102,7 +107,8 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
     :func:`earthrl.rollout.agent_loop.run_episode`. ``system`` (the env's json prompt with every tool) is not used:
     the planner and each node's executor get prompts of their own. Never raises.
 
-    ``traj.agent_stats``: ``plans`` (valid plans and suffixes), ``plan_errors`` (invalid planner turns), ``repairs``,
+    ``traj.agent_stats``: ``skills_bound`` (0 or 1), ``plans`` (valid plans and suffixes), ``plan_errors`` (invalid planner turns: skill or
+    plan), ``repairs``,
     ``nodes_run``, ``commits`` (entries of M_k), ``retries`` (in-node retries), ``retries_per_node``
     (retries / nodes run), ``failed_nodes`` and ``wrong_tool_calls`` (executor calls of another node's tool).
     """
@@ -165,6 +171,15 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
             return _local(f"plan accepted: {skeleton(plan.nodes)}"), plan
         return act
 
+    async def skill_act(text: str) -> tuple[dict, object]:
+        try:
+            skill = parse_skill(text, allowed)
+        except PlanError as exc:
+            stats["plan_errors"] += 1
+            return _local(f"Error (invalid_plan): {exc}", "invalid_plan"), None
+        stats["skills_bound"] += 1
+        return _local(f"skill {skill} bound; tools: {', '.join(allowed[skill])}"), skill
+
     def node_act(node: Node):
         async def act(text: str) -> tuple[dict, object]:
             try:
@@ -191,15 +206,20 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
 
     async def turns() -> None:
         task_text = await pool.reset(eid, task, cfg.phrasing)
-        status, plan = await attempts(PLANNER_SYSTEM, planner_view(task_text, catalogue), "planner", "plan",
-                                      1 + opts.max_plan_retries, plan_act(None, []))
+        tries = 1 + opts.max_plan_retries
+        status, skill = await attempts(SKILL_SYSTEM, skill_view(task_text, catalogue), "planner", "skill", tries,
+                                       skill_act)
         if status != "ok":
             return
-        wf = Workflow(plan.skill, list(plan.nodes))
-        bound = await pool.step(eid, _call_text("open_skill", {"skill": wf.skill}))  # binding: the skill's tools
+        bound = await pool.step(eid, _call_text("open_skill", {"skill": skill}))  # binding: the skill's tools
         if bound.get("internal_error"):
             traj.mark_failed("internal_error", bound["internal_error"], turn=traj.num_turns)
             return
+        status, plan = await attempts(PLANNER_SYSTEM, plan_view(task_text, skill, allowed[skill]), "planner", "plan",
+                                      tries, plan_act(skill, []))
+        if status != "ok":
+            return
+        wf = Workflow(plan.skill, list(plan.nodes))
         memory: list[Evidence] = []
         k = 0
         while k < len(wf.nodes):
@@ -223,7 +243,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
             verified = [n.id for n in wf.nodes[:k]]
             view = repair_view(task_text, wf, k, allowed[wf.skill], memory, got["observation"], chars)
             status, suffix = await attempts(PLANNER_SYSTEM, view, "planner", f"repair{stats['repairs'] + 1}",
-                                            1 + opts.max_plan_retries, plan_act(wf.skill, verified))
+                                            tries, plan_act(wf.skill, verified))
             if status != "ok":
                 return
             wf.repair(k, suffix)

