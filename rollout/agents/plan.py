@@ -104,7 +104,8 @@ def parse_plan(text: str, skills: Mapping[str, Collection[str]], *, bound: str |
     """
     hint = (SUFFIX_HINT if verified else NODES_HINT) if bound else PLAN_HINT
     body = strip_fence(tag_body(text, "plan") or text)
-    obj = _json_plan(body, hint) if "{" in body else _line_plan(body, hint)  # no line of the line form has a brace
+    as_json = body.lstrip().startswith("{") or '"nodes"' in body  # else node lines, maybe with values in braces
+    obj = _json_plan(body, hint) if as_json else _line_plan(body, hint)
     skill = _skill(obj, skills, bound, hint)
     raw = obj.get("nodes")
     if not isinstance(raw, list) or not raw:

@@ -57,6 +57,10 @@ def test_tags_fences_and_a_missing_needs_are_accepted():
      r"^node n1 has 'arguments': a node is only an id, a tool and the nodes it needs, with no paths or values"),
     ("<plan>\nskill: spectral_index\nn1 spectral_index scene=S2 index=NDVI\nn2 answer <- n1\n</plan>",
      r"^the line 'n1 spectral_index scene=S2 index=NDVI' is not a node: write `<id> <tool> <- <ids it needs>`"),
+    # what Qwen2.5-Coder-0.5B wrote from the IF phrasing's steps (cut at 64 tokens): the values in the nodes
+    ('<plan>\nn1 list_files {"scene": "S2_T33UUU_20170216", "index": "EVI"}\nn2 read_metadata {"name": "<artifact',
+     r"^the line 'n1 list_files \{\"scene\": \"S2_T33UUU_20170216\", \"index\": \"EVI\"\}' is not a node: write "
+     r"`<id> <tool> <- <ids it needs>`, one node a line, with no paths or values"),
     (_text([_n("n1", "threshold_mask"), _n("n2", "answer")]),
      r"^node n1 calls 'threshold_mask', which is not a tool of skill spectral_index; use one of answer, percentiles, "
      r"raster_stats, spectral_index$"),
