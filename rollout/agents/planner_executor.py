@@ -134,7 +134,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
         for attempt in range(tries):
             if traj.num_turns >= cfg.max_turns or len(ids) > cfg.max_context_tokens:
                 return "stop", None
-            out = await engine.generate(ids, (index, traj.num_turns))
+            out = await engine.generate(ids, (index, traj.num_turns), adapter=cfg.adapter(role))
             text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
             res, value = await act(text)
             ctx = ids if fresh else []

@@ -61,7 +61,7 @@ def test_planner_executor_names_both_roles_stops_at_a_plan_and_checks_its_option
     with pytest.raises(ConfigError, match=r"^agent.options: max_repairs=-1: use a whole number ≥ 0$"):
         check_agent(agent, "json", "local")
     with pytest.raises(ConfigError, match="verl backend runs agent=react only"):
-        check_agent(to_settings(cfg.agent), "json", "verl")
+        check_agent(to_settings(compose_job("config", ["agent=planner_executor"]).agent), "json", "verl")
 
 
 def test_the_verl_backend_runs_the_flat_loop_only(hydra_ctx):

