@@ -81,9 +81,11 @@ class ServerManagerEngine:
     def episode_finished(self) -> None:
         """See :meth:`episode_started`."""
 
-    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0)) -> dict:
+    async def generate(self, prompt_ids: list[int], key: tuple[int, int] = (0, 0), adapter: str | None = None) -> dict:
         """One turn: ``{"response_ids", "logprobs", "finish_reason"}`` as the EarthRL engines return it.
         ``key`` (episode index, turn) is the agent loop's seed key; verl's server seeds its requests itself.
+        ``adapter`` (the turn's role adapter, the agent loops' keyword) is not sent: a verl run has one adapter
+        (several are refused before the run starts, ``launch.job_inputs.check_agent``).
 
         Raises:
             EngineFailure: the server raised, aborted the request, or returned no logprobs (verl only
