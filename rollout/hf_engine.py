@@ -220,9 +220,10 @@ class HFEngine:
         for k, t in enumerate(ids):
             if t in stops:
                 return k + 1
-            if last_chars and self.tokenizer.decode([t])[-1:] in last_chars:
+            # a stop string may end inside a token ("</plan>" in ">\n"), as transformers' stop_strings stops there
+            if last_chars and last_chars & set(self.tokenizer.decode([t])):
                 text = self.tokenizer.decode(ids[: k + 1])
-                if any(text.endswith(s) for s in self.stop_strings):
+                if any(s in text for s in self.stop_strings):
                     return k + 1
         return None
 

@@ -84,6 +84,11 @@ def test_engine_stops_at_stop_string_and_merges_without_drift(tiny_model):
     n = engine._turn_end(call)
     assert tok.decode(call[:n]).endswith("</tool_call>") and not tok.decode(call[: n - 1]).endswith("</tool_call>")
     assert engine._turn_end(call[: n - 1]) is None
+    # a stop string that ends inside a token ends the turn at that token (transformers stops there too)
+    engine.stop_strings = ["ol_ca"]
+    m = engine._turn_end(call)
+    assert m is not None and "ol_ca" in tok.decode(call[:m]) and "ol_ca" not in tok.decode(call[: m - 1])
+    engine.stop_strings = ["</tool_call>"]
     # pushing the same adapter twice gives the same weights as pushing it once (W0 kept)
     policy = Policy(str(tiny_model), lora, dtype="float32", gradient_checkpointing=False)
     with torch.no_grad():
