@@ -29,7 +29,7 @@ from earthrl.launch.sweep import sweep_job_dirname
 from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
 from earthrl.rollout.run_logger import RunLogger
-from earthrl.rollout.runtime import RolloutRuntime
+from earthrl.rollout.runtime import RolloutRuntime, run_adapters
 
 RETRIED_FAILURES = ("engine_failure",)
 """Trajectory failures a resumed evaluation runs again: the rollout engine failed (a dead or overloaded engine
@@ -73,30 +73,37 @@ def read_trajectories(path: Path) -> list[dict]:
     return entries
 
 
-def load_adapter(checkpoint: Path) -> tuple[dict, dict]:
-    """LoRA settings and weights of a checkpoint's ``adapter/`` (peft ``save_pretrained`` layout).
+def load_adapter(checkpoint: Path, run_adapters: tuple[str, ...] = ("shared",)) -> tuple[dict, dict[str | None, dict]]:
+    """LoRA settings and weights of a checkpoint's adapters (peft ``save_pretrained`` layout: ``adapter/`` for one,
+    ``adapter/<name>/`` for one per role, :func:`earthrl.models.checkpoint.checkpoint_adapters`).
+
+    Args:
+        checkpoint: a checkpoint folder (``runs/<exp>/checkpoints/step_000003``).
+        run_adapters: the adapters the evaluation serves (:func:`earthrl.models.lora.adapter_names` of
+            ``agent.adapters``).
 
     Returns:
-        (``{"rank", "alpha"}``, peft state dict of float tensors).
+        (``{"rank", "alpha"}``, ``{adapter name: peft state dict of float tensors}``). A one-adapter checkpoint
+        gives ``{None: weights}`` (pushed to every adapter the run serves); one per role gives each name.
 
     Raises:
-        ConfigError: no ``adapter/adapter_config.json`` or weights in ``checkpoint``, or a checkpoint of several
-            adapters (one per role), which eval does not serve.
+        ConfigError: no adapter files in ``checkpoint``, or a checkpoint of one adapter per role whose names differ
+            from ``run_adapters`` (names both and the ``agent.adapters`` settings that match).
     """
     from safetensors.torch import load_file
 
-    adapter = Path(checkpoint) / "adapter"
-    config, weights = adapter / "adapter_config.json", adapter / "adapter_model.safetensors"
-    roles = checkpoint_adapters(Path(checkpoint))
-    if len(roles) > 1:
-        raise ConfigError(f"eval.checkpoint={checkpoint} holds one adapter per role ({', '.join(roles)}); earthrl eval "
-                          "serves a checkpoint of one adapter (evaluating several is not built); `earthrl export` "
-                          "writes each adapter for serving elsewhere")
-    if not config.is_file() or not weights.is_file():
+    folders = checkpoint_adapters(Path(checkpoint))
+    if not folders:
         raise ConfigError(f"eval.checkpoint={checkpoint}: no adapter/adapter_config.json and adapter_model.safetensors "
                           "there; give a folder like runs/<exp>/checkpoints/step_000003")
-    meta = json.loads(config.read_text())
-    return {"rank": int(meta["r"]), "alpha": float(meta["lora_alpha"])}, load_file(str(weights))
+    if len(folders) > 1 and set(folders) != set(run_adapters):
+        raise ConfigError(f"eval.checkpoint={checkpoint} holds the adapters {', '.join(folders)}, but agent.adapters "
+                          f"gives {', '.join(run_adapters)}: evaluate it with the agent settings it was trained with "
+                          "(its run's config.yaml, agent.adapters.<role>=<adapter> for each role)")
+    weights = {None if len(folders) == 1 else name: load_file(str(folder / "adapter_model.safetensors"))
+               for name, folder in folders.items()}
+    meta = json.loads((next(iter(folders.values())) / "adapter_config.json").read_text())
+    return {"rank": int(meta["r"]), "alpha": float(meta["lora_alpha"])}, weights
 
 
 @dataclass(frozen=True)
@@ -113,7 +120,7 @@ class EvalInputs:
     data_root: Path | None = None  # the data folder of tasks.data (not checked when scoring recorded trajectories)
     tasks: list[dict] = field(default_factory=list)  # the tasks.split tasks, the first eval.max_tasks of them
     model_path: Path | None = None  # the model folder of a model run
-    adapter: tuple[dict, dict] | None = None  # eval.checkpoint's LoRA settings and weights (load_adapter)
+    adapter: tuple[dict, dict] | None = None  # eval.checkpoint's LoRA settings and weights by adapter (load_adapter)
     memory: HostBudget | None = None  # the vLLM engine's host-memory plan on a CPU (launch/host_memory)
     device: str = "cpu"  # a model run: cluster.device resolved on this machine (launch/compute.job_device)
 
@@ -159,7 +166,7 @@ class EvalJob:
         model = model_path(cfg)
         inputs = EvalInputs(
             output_dir=output_dir, data_root=root, tasks=tasks, model_path=model,
-            adapter=load_adapter(Path(ev.checkpoint)) if ev.checkpoint else None,
+            adapter=load_adapter(Path(ev.checkpoint), run_adapters(cfg.agent)) if ev.checkpoint else None,
             memory=job_budget(cfg, model, int(ev.batch_tasks) * int(ev.samples), learner=False),
             device=job_device(cfg)[0])
         self.check_resumable(inputs)
@@ -240,9 +247,9 @@ class EvalJob:
         runtime = RolloutRuntime(to_settings(cfg), inputs.model_path, inputs.data_root, inputs.output_dir / "workspaces", lora,
                                  kv_cache_gib=inputs.memory.kv if inputs.memory is not None else None,
                                  device=inputs.device)
-        if weights is not None:  # the checkpoint's one adapter; with agent.adapters naming several, each role's
-            for name in runtime.adapters if len(runtime.adapters) > 1 else [None]:
-                runtime.push_lora(weights, name)
+        for name, state in (weights or {}).items():  # each role's adapter; a one-adapter checkpoint: every adapter's
+            for target in [name] if name is not None else runtime.adapters if len(runtime.adapters) > 1 else [None]:
+                runtime.push_lora(state, target)
         bar = tqdm(total=len(todo), desc="eval", unit="task", file=sys.stdout, dynamic_ncols=True)
         k, engine_failed = int(ev.batch_tasks), []
         for chunk_no, start in enumerate(range(0, len(todo), k)):

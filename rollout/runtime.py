@@ -107,6 +107,16 @@ def loop_roles(name: str) -> tuple[str, ...]:
         return ()
 
 
+def run_adapters(agent) -> tuple[str, ...]:
+    """The LoRA adapters a run with the ``agent`` settings (``cfg.agent``: ``name``, ``adapters``) trains and serves:
+    :func:`~earthrl.models.lora.adapter_names` of its adapters and its loop's roles.
+
+    Raises:
+        ValueError: a bad adapter name (names the role and the fix).
+    """
+    return adapter_names(dict(agent.adapters), loop_roles(str(agent.name)))
+
+
 class RolloutRuntime:
     """Ray + rollout engine + EnvPool + chat codec for one model.
 
@@ -139,7 +149,7 @@ class RolloutRuntime:
 
         cluster, env = settings.cluster, settings.env
         self.env, self.agent = env, settings.agent
-        self.adapters = adapter_names(dict(self.agent.adapters), loop_roles(str(self.agent.name)))
+        self.adapters = run_adapters(self.agent)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
         self.codec = ChatCodec(self.tokenizer)
         eos = self.tokenizer.eos_token_id

