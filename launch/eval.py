@@ -185,14 +185,15 @@ class EvalJob:
         return Path("runs/eval") / str(self.cfg.experiment_name) / sweep_job_dirname()
 
     def rollout_fingerprint(self, inputs: EvalInputs) -> dict:
-        """What the recorded trajectories depend on: model, adapter, env, sampling, seed, and each
-        task's content (``{"tasks": {id: sha256}}``). A resumed eval must match it, or its report
-        would mix two configs."""
+        """What the recorded trajectories depend on: model, adapter, env, agent loop (name, options, adapters),
+        sampling, seed, and each task's content (``{"tasks": {id: sha256}}``). A resumed eval must match it, or
+        its report would mix two configs."""
         import hashlib
 
         cfg = self.cfg
         return {"model": str(inputs.model_path), "checkpoint": str(self.ev.checkpoint),
                 "env": OmegaConf.to_container(cfg.env, resolve=True),
+                "agent": OmegaConf.to_container(cfg.agent, resolve=True),
                 "sampling": OmegaConf.to_container(cfg.sampling, resolve=True), "samples": int(self.ev.samples),
                 "seed": int(cfg.seed),
                 "tasks": {t["id"]: hashlib.sha256(json.dumps(t, sort_keys=True, default=str).encode()).hexdigest()
@@ -209,6 +210,7 @@ class EvalJob:
         if not traj_path.exists() or not self.ev.resume or not state.exists():
             return
         old, new = json.loads(state.read_text()), json.loads(json.dumps(self.rollout_fingerprint(inputs)))
+        old.setdefault("agent", {"name": "react", "adapters": {}, "options": {}})  # recorded before loops were named
         changed = [k for k in new if k != "tasks" and old.get(k) != new[k]]
         changed += [f"task {tid}" for tid, h in new["tasks"].items() if old.get("tasks", {}).get(tid, h) != h]
         if changed:

@@ -106,6 +106,9 @@ def check_agent(agent, action_format: str, backend: str) -> None:
             schema(**agent.options).check()
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"agent.options: {exc}") from None
+    if backend == "verl" and agent.name != "react":
+        raise ConfigError(f"agent={agent.name}: the verl backend runs agent=react only (one sequence per row); "
+                          "train this loop with backend=local")
     try:
         names = adapter_names(dict(agent.adapters), getattr(loop, "roles", ()))
     except ValueError as exc:
@@ -118,9 +121,6 @@ def check_agent(agent, action_format: str, backend: str) -> None:
         raise ConfigError(f"agent.adapters names {len(names)} adapters ({', '.join(names)}) but agent=react keeps every "
                           "role's turns in one context, which one adapter must score; use a loop with a context per "
                           "role (agent=hierarchical or agent=planner_executor) or one adapter name")
-    if backend == "verl" and agent.name != "react":
-        raise ConfigError(f"agent={agent.name}: the verl backend runs agent=react only (one sequence per row); "
-                          "train this loop with backend=local")
 
 
 def check_job_config(cfg: DictConfig, command: str) -> None:

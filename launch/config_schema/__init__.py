@@ -200,6 +200,9 @@ def composition_error(exc: BaseException, command: str, overrides: list[str] = (
                 f"that has {key} ({key.split('.')[0]}=…)")
     if isinstance(err, (ConfigKeyError, ConfigAttributeError)) or "not in" in str(err):
         parent, _, last = key.rpartition(".")
+        if parent == "agent.options":  # the loop's preset lists its options: an unknown one is most likely a typo
+            return (f"unknown config key '{key}': the agent loop's preset lists no option '{last}' (docs/agents.md "
+                    f"names each loop's options); a loop's own new option takes a +: +{key}=…")
         if isinstance(rule_for(parent, command), Mapping):  # a free mapping: new keys take a +
             return f"unknown config key '{key}': {parent} has no '{last}' yet; add it with +{key}=…"
         given = [o.lstrip("+~").split("=", 1)[0] for o in overrides if "=" in o]

@@ -50,7 +50,9 @@ class TrainConfig(JobConfig):
 class EvalConfig(JobConfig):
     """`earthrl eval` (conf/eval.yaml)."""
 
-    experiment_name: str = setting("eval-${model.name}-${slug:${tasks.name}}", "the report's name")
+    experiment_name: str = setting("eval-${model.name}-${slug:${tasks.name}}-${agent.name}-${env.action_format}",
+                                   "the report's name (the agent loop and action format in it: evaluations of "
+                                   "different loops never share a default folder)")
     eval: EvalSettings = setting(factory=EvalSettings, doc="what is run or scored")
     sampling: SamplingConfig = setting(factory=lambda: SamplingConfig(temperature=0.1),
                                        doc="generation settings (RS-Claw-Evolution evaluates at temperature 0.1)")

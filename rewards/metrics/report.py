@@ -144,6 +144,12 @@ def _cell(m: dict, key: str) -> str:
     return f"{text} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]" if has_ci else text
 
 
+def _has_intervals(report: dict) -> bool:
+    """Whether any overall metric has a finite interval (none when the bootstrap was off)."""
+    return any(isinstance(m, dict) and m.get("ci95") and all(c is not None and c == c for c in m["ci95"])
+               for m in report["metrics"].values())
+
+
 def _table(rows: dict[str, dict], first: str) -> list[str]:
     keys = [k for k in TABLE_METRICS if any(k in m for m in rows.values())]
     lines = [f"| {first} | n | " + " | ".join(TABLE_METRICS[k][0] for k in keys) + " |",
@@ -159,7 +165,8 @@ def to_markdown(report: dict) -> str:
     what = "scored predictions" if "predictions_loaded" in report else "trajectories"
     lines = [f"# EarthRL evaluation: {report['n_tasks']} tasks, {report['n_trajectories']} {what} "
              f"(metrics mode: {report['metrics_mode']})", "",
-             "Values are means with bootstrap 95% confidence intervals [low, high].", "",
+             "Values are means with bootstrap 95% confidence intervals [low, high]." if _has_intervals(report)
+             else "Values are means (no intervals: eval.bootstrap=0).", "",
              *_table({"all": report["metrics"]}, "split")]
     if report["by_skill"]:
         lines += ["", "## By skill", "", *_table(report["by_skill"], "skill")]

@@ -40,7 +40,7 @@ def test_a_loop_refuses_another_action_format_and_unknown_or_bad_options(hydra_c
     with pytest.raises(ConfigError, match=r"^agent.options.verfy: agent=hirs has no such option; its options are "
                                           r"verify, structured_state, cross_check, max_replans, memory_chars"):
         check_agent(agent, "hierarchical", "local")
-    agent = to_settings(compose_job("config", ["agent=hierarchical", "+agent.options.cross_check=twice"]).agent)
+    agent = to_settings(compose_job("config", ["agent=hierarchical", "agent.options.cross_check=twice"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.options: cross_check=twice: use one of alternative, rerun$"):
         check_agent(agent, "hierarchical", "local")
 
@@ -57,11 +57,25 @@ def test_planner_executor_names_both_roles_stops_at_a_plan_and_checks_its_option
                                           r"its options are max_node_retries, max_repairs, max_plan_retries, "
                                           r"memory_chars"):
         check_agent(agent, "json", "local")
-    agent = to_settings(compose_job("config", ["agent=planner_executor", "+agent.options.max_repairs=-1"]).agent)
+    agent = to_settings(compose_job("config", ["agent=planner_executor", "agent.options.max_repairs=-1"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.options: max_repairs=-1: use a whole number ≥ 0$"):
         check_agent(agent, "json", "local")
     with pytest.raises(ConfigError, match="verl backend runs agent=react only"):
         check_agent(to_settings(compose_job("config", ["agent=planner_executor"]).agent), "json", "verl")
+
+
+@pytest.mark.parametrize("preset, schema", [("hierarchical", "earthrl.rollout.agents.hirs:HiRSOptions"), (
+    "planner_executor", "earthrl.rollout.agents.planner_executor:PlannerExecutorOptions")])
+def test_a_presets_options_are_its_loops_defaults_so_they_take_no_plus(hydra_ctx, preset, schema):
+    import dataclasses
+    import importlib
+
+    module, name = schema.split(":")
+    defaults = dataclasses.asdict(getattr(importlib.import_module(module), name)())
+    cfg = compose_job("config", [f"agent={preset}"])
+    assert dict(cfg.agent.options) == defaults
+    key, value = next((k, v) for k, v in defaults.items() if isinstance(v, int) and not isinstance(v, bool))
+    assert compose_job("config", [f"agent={preset}", f"agent.options.{key}={value + 1}"]).agent.options[key] == value + 1
 
 
 def test_the_verl_backend_runs_the_flat_loop_only(hydra_ctx):
@@ -84,8 +98,9 @@ ROLE_ADAPTERS = ["agent=hierarchical", "agent.adapters.manager=manager", "agent.
 
 @pytest.mark.parametrize("overrides, action_format, backend, refusal", [
     (ROLE_ADAPTERS, "hierarchical", "local", None),  # a context per role: one adapter each
-    (ROLE_ADAPTERS, "hierarchical", "verl", r"^agent.adapters names 2 adapters \(manager, specialist\): the verl "
-                                            r"backend trains one adapter"),
+    (ROLE_ADAPTERS, "hierarchical", "verl", r"^agent=hirs: the verl backend runs agent=react only"),  # the loop first
+    (["+agent.adapters.manager=manager", "+agent.adapters.agent=other"], "json", "verl",
+     r"^agent.adapters names 2 adapters \(manager, other\): the verl backend trains one adapter"),
     (["+agent.adapters.manager=manager", "+agent.adapters.agent=other"], "json", "local",
      r"^agent.adapters names 2 adapters \(manager, other\) but agent=react keeps every role's turns in one context"),
     (["agent=hierarchical", "agent.adapters.manager=my-manager"], "hierarchical", "local",
@@ -112,3 +127,39 @@ def test_a_role_left_out_of_several_adapters_gets_the_shared_one():
     one = LoopConfig(max_turns=2, max_context_tokens=64, phrasing="IF", agent="react", options={},
                      adapters={"manager": "mgr"}, default_adapter="mgr")
     assert (one.adapter("manager"), one.adapter("specialist")) == ("mgr", "mgr")
+
+
+def test_an_eval_folder_recorded_with_another_loop_or_options_is_not_resumed(hydra_ctx, tmp_path):
+    import json
+
+    from earthrl.launch.eval import EvalInputs, EvalJob
+
+    def job(*overrides):
+        return EvalJob(compose_job("eval", ["model=tiny-llama", f"eval.output_dir={tmp_path}", *overrides]))
+
+    inputs = EvalInputs(output_dir=tmp_path, tasks=[], model_path=tmp_path)
+    (tmp_path / "trajectories.jsonl").write_text("{}\n")
+    (tmp_path / "eval_config.json").write_text(json.dumps(job("agent=hierarchical").rollout_fingerprint(inputs)))
+    job("agent=hierarchical").check_resumable(inputs)  # the same loop and options: resumed
+    with pytest.raises(ConfigError, match=f"^{tmp_path} holds trajectories recorded with another agent; set "
+                                          "eval.resume=false"):
+        job("agent=hierarchical", "agent.options.verify=false").check_resumable(inputs)  # the paper's ablation row
+    # a folder recorded before the loops were named holds the flat loop's trajectories
+    old = job().rollout_fingerprint(inputs)
+    del old["agent"]
+    (tmp_path / "eval_config.json").write_text(json.dumps(old))
+    job().check_resumable(inputs)
+    with pytest.raises(ConfigError, match="another agent"):
+        job("agent.name=planner_executor").check_resumable(inputs)
+    # each loop and action format has a default folder of its own
+    names = {str(compose_job("eval", ["model=tiny-llama", f"agent={a}"]).experiment_name) for a in
+             ("react", "codeact", "hierarchical", "planner_executor")}
+    assert names == {"eval-tiny-llama-earthrl-mini-core-react-json", "eval-tiny-llama-earthrl-mini-core-react-codeact",
+                     "eval-tiny-llama-earthrl-mini-core-hirs-hierarchical",
+                     "eval-tiny-llama-earthrl-mini-core-planner_executor-json"}
+
+
+def test_an_options_typo_is_named_as_one(hydra_ctx):
+    with pytest.raises(ConfigError, match=r"^unknown config key 'agent.options.verfy': the agent loop's preset lists "
+                                          r"no option 'verfy'"):
+        compose_job("eval", ["agent=hierarchical", "agent.options.verfy=false"])

