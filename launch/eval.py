@@ -12,6 +12,7 @@ Run folder (``eval.output_dir``):
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,16 @@ def load_adapter(checkpoint: Path, run_adapters: tuple[str, ...] = ("shared",)) 
     return {"rank": int(meta["r"]), "alpha": float(meta["lora_alpha"])}, weights
 
 
+def _first_difference(old, new, key: str) -> str:
+    """The dotted key of the first setting under ``key`` that differs between two recorded configs
+    (``agent.options.verify``, not ``agent``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in [*new, *(k for k in old if k not in new)]:
+            if old.get(k) != new.get(k):
+                return _first_difference(old.get(k), new.get(k), f"{key}.{k}")
+    return key
+
+
 @dataclass(frozen=True)
 class EvalInputs:
     """What :meth:`EvalJob.validate` resolved and checked for one ``earthrl eval`` job (nothing was written to
@@ -173,8 +184,9 @@ class EvalJob:
         return inputs
 
     def default_output_dir(self) -> Path:
-        """``runs/eval/<experiment_name>`` for a model run (``…/<the job's overrides>`` in a sweep, ``-m``, so that
-        its evaluations never share a folder); named after the source when scoring files (an Earth-Agent run
+        """``runs/eval/<experiment_name>`` for a model run, ``…/<run>-<step>`` for a checkpoint of
+        ``runs/<run>/checkpoints/<step>`` (``…/<the job's overrides>`` in a sweep, ``-m``, so that its evaluations
+        never share a folder); named after the source when scoring files (an Earth-Agent run
         folder or a trajectories file), so re-scoring never overwrites a model's report."""
         ev = self.ev
         if ev.predictions:
@@ -182,7 +194,11 @@ class EvalJob:
         if ev.trajectories:
             src = Path(ev.trajectories)
             return Path("runs/eval") / f"rescored-{src.parent.name or src.stem}-{ev.metrics_mode}"
-        return Path("runs/eval") / str(self.cfg.experiment_name) / sweep_job_dirname()
+        folder = Path("runs/eval") / str(self.cfg.experiment_name)
+        if ev.checkpoint:  # a trained checkpoint never shares the base model's folder: …/<run>-<step>
+            ckpt = Path(str(ev.checkpoint)).resolve()
+            folder /= re.sub(r"[^\w.=,+-]+", "_", f"{ckpt.parent.parent.name}-{ckpt.name}")
+        return folder / sweep_job_dirname()
 
     def rollout_fingerprint(self, inputs: EvalInputs) -> dict:
         """What the recorded trajectories depend on: model, adapter, env, agent loop (name, options, adapters),
@@ -211,7 +227,7 @@ class EvalJob:
             return
         old, new = json.loads(state.read_text()), json.loads(json.dumps(self.rollout_fingerprint(inputs)))
         old.setdefault("agent", {"name": "react", "adapters": {}, "options": {}})  # recorded before loops were named
-        changed = [k for k in new if k != "tasks" and old.get(k) != new[k]]
+        changed = [_first_difference(old.get(k), new[k], k) for k in new if k != "tasks" and old.get(k) != new[k]]
         changed += [f"task {tid}" for tid, h in new["tasks"].items() if old.get("tasks", {}).get(tid, h) != h]
         if changed:
             raise ConfigError(f"{inputs.output_dir} holds trajectories recorded with another {changed[0]}; "

@@ -141,15 +141,15 @@ def test_an_eval_folder_recorded_with_another_loop_or_options_is_not_resumed(hyd
     (tmp_path / "trajectories.jsonl").write_text("{}\n")
     (tmp_path / "eval_config.json").write_text(json.dumps(job("agent=hierarchical").rollout_fingerprint(inputs)))
     job("agent=hierarchical").check_resumable(inputs)  # the same loop and options: resumed
-    with pytest.raises(ConfigError, match=f"^{tmp_path} holds trajectories recorded with another agent; set "
-                                          "eval.resume=false"):
+    with pytest.raises(ConfigError, match=f"^{tmp_path} holds trajectories recorded with another "
+                                          "agent.options.verify; set eval.resume=false"):
         job("agent=hierarchical", "agent.options.verify=false").check_resumable(inputs)  # the paper's ablation row
     # a folder recorded before the loops were named holds the flat loop's trajectories
     old = job().rollout_fingerprint(inputs)
     del old["agent"]
     (tmp_path / "eval_config.json").write_text(json.dumps(old))
     job().check_resumable(inputs)
-    with pytest.raises(ConfigError, match="another agent"):
+    with pytest.raises(ConfigError, match="another agent.name;"):
         job("agent.name=planner_executor").check_resumable(inputs)
     # each loop and action format has a default folder of its own
     names = {str(compose_job("eval", ["model=tiny-llama", f"agent={a}"]).experiment_name) for a in
@@ -163,3 +163,15 @@ def test_an_options_typo_is_named_as_one(hydra_ctx):
     with pytest.raises(ConfigError, match=r"^unknown config key 'agent.options.verfy': the agent loop's preset lists "
                                           r"no option 'verfy'"):
         compose_job("eval", ["agent=hierarchical", "agent.options.verfy=false"])
+
+
+def test_a_checkpoints_evaluation_has_a_default_folder_of_its_own(hydra_ctx):
+    from earthrl.launch.eval import EvalJob
+
+    def folder(*overrides):
+        return EvalJob(compose_job("eval", ["model=tiny-llama", *overrides])).default_output_dir()
+
+    base = folder()
+    assert base.as_posix() == "runs/eval/eval-tiny-llama-earthrl-mini-core-react-json"
+    trained = folder("eval.checkpoint='runs/grpo/a=1,b=2/checkpoints/step_000003'")
+    assert trained == base / "a=1,b=2-step_000003"
