@@ -157,12 +157,17 @@ def test_a_one_adapter_checkpoint_starts_every_role(tiny_model, tmp_path):
     assert _same(snap["manager"], one.adapter_state_dict()) and _same(snap["specialist"], one.adapter_state_dict())
 
 
-def test_export_writes_each_roles_adapter_with_its_alpha(tiny_model, tmp_path):
+def _saved_with_specialist_moved(tiny_model, tmp_path, delta: float, step: int):
+    """A manager/specialist policy whose specialist adapter moved by ``delta``, and its checkpoint at ``step``."""
     policy = _policy(tiny_model)
     with torch.no_grad():
         for p in policy.adapter_parameters("specialist"):
-            p.add_(0.2)
-    ckpt = save_checkpoint(tmp_path / "checkpoints", 3, policy.model, None, str(tiny_model), {})
+            p.add_(delta)
+    return policy, save_checkpoint(tmp_path / "checkpoints", step, policy.model, None, str(tiny_model), {})
+
+
+def test_export_writes_each_roles_adapter_with_its_alpha(tiny_model, tmp_path):
+    policy, ckpt = _saved_with_specialist_moved(tiny_model, tmp_path, 0.2, step=3)
     assert export_main([str(ckpt), str(tmp_path / "out"), "--lora-alpha", "8"]) == 0
     out = tmp_path / "out"
     marker = json.loads((out / "earthrl_export.json").read_text())
@@ -186,11 +191,7 @@ def test_resuming_a_checkpoint_of_other_adapters_is_refused_by_name(tiny_model, 
 def test_eval_loads_each_roles_adapter_and_refuses_other_names(tiny_model, tmp_path):
     from earthrl.launch.eval import load_adapter
 
-    policy = _policy(tiny_model)
-    with torch.no_grad():
-        for p in policy.adapter_parameters("specialist"):
-            p.add_(0.3)
-    ckpt = save_checkpoint(tmp_path / "checkpoints", 2, policy.model, None, str(tiny_model), {})
+    policy, ckpt = _saved_with_specialist_moved(tiny_model, tmp_path, 0.3, step=2)
     lora, weights = load_adapter(ckpt, ("specialist", "manager"))
     assert lora == {"rank": 4, "alpha": 8.0} and sorted(weights) == ["manager", "specialist"]
     for name in policy.adapter_names:
