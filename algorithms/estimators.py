@@ -77,6 +77,9 @@ class TurnBatch:
         turn_reward: (M,) float32 per-turn reward (``Scores.turn_rewards``; 0 where none).
         turn_anchor: (M,) int64 dense id of the turn's anchor state (``Turn.anchor``: equal ids, equal
             states; GiGPO's step groups), −1 where the turn has none.
+        turn_node_state: (M,) int64 dense id of the node state a turn was sampled from with others
+            (:attr:`~earthrl.rollout.trajectory.Turn.node_state`, per trajectory: Earth-Agent-Pro's node-level
+            groups), −1 where the turn has none; None when no turn has one.
         reward_in_turns: True when ``turn_reward`` already holds the trajectory reward (verl's layout:
             every reward sits on a token, the trajectory's on the last token of its last turn, and a
             turn's reward is the sum over its tokens); False (local backend): ``reward`` and
@@ -94,6 +97,7 @@ class TurnBatch:
     turn_prev_error: torch.Tensor
     turn_reward: torch.Tensor
     turn_anchor: torch.Tensor
+    turn_node_state: torch.Tensor | None = None
     reward_in_turns: bool = False
 
     @classmethod
@@ -107,8 +111,10 @@ class TurnBatch:
         """
         if len(scores.reward) != len(trajs) or len(scores.turn_rewards) != len(trajs):
             raise ValueError(f"scores are for {len(scores.reward)} trajectories, the batch has {len(trajs)}")
-        cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew", "anchor")}
+        cols: dict[str, list] = {k: [] for k in ("traj", "pos", "role_pos", "role", "err", "prev", "rew", "anchor",
+                                                     "state")}
         anchors: dict[str, int] = {}
+        states: dict[tuple[int, str], int] = {}
         for i, t in enumerate(trajs):
             tr = scores.turn_rewards[i] or [0.0] * len(t.turns)
             if len(tr) != len(t.turns):
@@ -127,6 +133,7 @@ class TurnBatch:
                 cols["prev"].append(prev)
                 cols["rew"].append(float(r))
                 cols["anchor"].append(anchors.setdefault(turn.anchor, len(anchors)) if turn.anchor else -1)
+                cols["state"].append(states.setdefault((i, turn.node_state), len(states)) if turn.node_state else -1)
                 seen[code] += 1
                 prev = bool(turn.error)
         long_ = lambda k: torch.tensor(cols[k], dtype=torch.long)  # noqa: E731
@@ -137,7 +144,8 @@ class TurnBatch:
             valid=torch.tensor([not t.faulted for t in trajs], dtype=torch.bool),
             turn_traj=long_("traj"), turn_pos=long_("pos"), turn_role_pos=long_("role_pos"),
             turn_role=long_("role"), turn_error=bool_("err"), turn_prev_error=bool_("prev"),
-            turn_reward=torch.tensor(cols["rew"], dtype=torch.float32), turn_anchor=long_("anchor"))
+            turn_reward=torch.tensor(cols["rew"], dtype=torch.float32), turn_anchor=long_("anchor"),
+            turn_node_state=long_("state") if states else None)
 
 
 def trajectory_advantages(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:

@@ -5,8 +5,10 @@
   turn gets the GRPO advantage of its tiered reward (``Scores.turn_rewards``) grouped by
   (task, k) — steps are never mixed. The two levels meet only in the λ-mixed loss
   (:mod:`earthrl.algorithms.mixed_loss`), never in the reward.
-- ``executor_node`` (Earth-Agent-Pro executor GRPO): every turn is a workflow node; the k-th turn's
-  per-turn reward is normalised within (task, k), the G candidates of one node.
+- ``executor_node`` (Earth-Agent-Pro executor GRPO): the G candidate calls sampled from one node state
+  (``agent=planner_executor`` with ``agent.options.node_candidates`` > 1: ``TurnBatch.turn_node_state``) have
+  their per-turn rewards normalised among themselves; every other turn is a workflow node whose per-turn reward
+  is normalised within (task, turn index k), the k-th turns of the task's G episodes.
 """
 
 from __future__ import annotations
@@ -34,5 +36,9 @@ def hierarchical_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tens
 
 @ESTIMATORS.register("executor_node")
 def executor_node_estimator(batch: TurnBatch, cfg: AdvantageConfig) -> torch.Tensor:
-    """Earth-Agent-Pro node-level GRPO over per-turn rewards grouped by (task, turn index). Returns (M,) float32."""
-    return keyed_turn_advantages(batch, cfg, torch.ones_like(batch.turn_error), batch.turn_pos)
+    """Earth-Agent-Pro node-level GRPO over per-turn rewards: grouped by node state where a turn has one, else by
+    (task, turn index) (module doc). Returns (M,) float32."""
+    key = batch.turn_pos
+    if batch.turn_node_state is not None:  # a node state's id sits past every turn index: never mixed with them
+        key = torch.where(batch.turn_node_state >= 0, batch.turn_pos.max() + 1 + batch.turn_node_state, key)
+    return keyed_turn_advantages(batch, cfg, torch.ones_like(batch.turn_error), key)

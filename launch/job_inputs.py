@@ -123,6 +123,26 @@ def check_agent(agent, action_format: str, backend: str) -> None:
                           "role (agent=hierarchical or agent=planner_executor) or one adapter name")
 
 
+def check_node_candidates(cfg: DictConfig, command: str) -> None:
+    """``agent.options.node_candidates`` G > 1 (Earth-Agent-Pro's node-level GRPO) samples calls that only the
+    ``executor_node`` estimator learns from: refused in evaluation and with other estimators.
+
+    Raises:
+        ConfigError: names the option, why, and the fix.
+    """
+    g = OmegaConf.select(cfg, "agent.options.node_candidates", default=1)
+    if g is None or int(g) <= 1:
+        return
+    estimator = OmegaConf.select(cfg, "algorithm.estimator")
+    if command != "train":
+        raise ConfigError(f"agent.options.node_candidates={g}: the extra calls of node-level GRPO are for training; "
+                          f"`earthrl {command}` plays one call per node: set agent.options.node_candidates=1")
+    if estimator != "executor_node":
+        raise ConfigError(f"agent.options.node_candidates={g}: node-level GRPO's candidate calls are learnt by "
+                          f"algorithm.estimator=executor_node only, not {estimator}; use algorithm=executor_tiered "
+                          "or set agent.options.node_candidates=1")
+
+
 def check_job_config(cfg: DictConfig, command: str) -> None:
     """Every config value (:func:`earthrl.launch.config_schema.check_config`), the run folder
     (:func:`check_output_dir`), the ``env`` group's settings (:func:`check_env`), the agent loop
@@ -139,6 +159,7 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     check_env(to_settings(cfg.env))
     if "agent" in cfg:
         check_agent(to_settings(cfg.agent), str(cfg.env.action_format), str(cfg.get("backend", "local")))
+        check_node_candidates(cfg, command)
     if cfg.cluster.engine in ("auto", "vllm"):
         try:  # the engine's own check, before anything is written or started
             vllm_python(str(cfg.cluster.vllm.python))

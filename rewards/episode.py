@@ -85,7 +85,7 @@ class EpisodeRecord:
             ``task["answer"]``.
         """
         calls, turns = [], []
-        for turn in traj.turns:
+        for turn in traj.played:  # node-level candidate calls ran nothing: not part of the episode
             turn_calls = [dict(c) for c in turn.tool_calls]
             if not turn_calls and turn.tool_call is not None:
                 turn_calls = [{**turn.tool_call, "error": bool(turn.error), "error_kind": turn.error_kind}]

@@ -16,6 +16,8 @@ match: its arguments were legal, and the exception is the environment's state, n
 In a planner–executor trajectory (``agent=planner_executor``: turns with role ``executor``) the turns do not
 line up with the reference steps (a plan turn, retries, repairs): each executor turn is graded against the
 reference steps of the tool it called, the best match among them (none: 0), and the planner's turns get 0.
+A call of another tool than its workflow node's (``wrong_node_tool``: it does not run) gets 0, as a call of
+another tool than the reference step does.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def executor_call_reward(turn, reference: dict | None, *, format_penalty: float 
     if turn.error_kind in SCHEMA_KINDS:
         return schema_penalty
     call = turn.tool_call or {}
-    if reference is None or call.get("name") != reference["name"]:
+    if reference is None or turn.error_kind == "wrong_node_tool" or call.get("name") != reference["name"]:
         return 0.0
     keys, values = argument_match(call.get("arguments"), reference["arguments"], rel_tol=rel_tol)
     return w_keys * keys + w_values * values

@@ -48,6 +48,12 @@ class Turn:
             loop has none.
         adapter: the LoRA adapter the turn was generated with (``agent.adapters`` of its role); "" when
             the policy has one unnamed adapter.
+        candidate: 0 for a turn the episode played; k ≥ 1 for the k-th further call sampled from the same
+            node state as a played turn (Earth-Agent-Pro's node-level GRPO, ``agent.options.node_candidates``):
+            generated, checked and scored, never run. Such turns follow every played turn in
+            :attr:`Trajectory.turns`.
+        node_state: the key shared by the G calls sampled from one node state, the played one included
+            (``"<node>@<turn index of the played call>"``); "" when the loop sampled one call there.
     """
 
     response_ids: list[int]
@@ -68,6 +74,8 @@ class Turn:
     context_ids: list[int] = field(default_factory=list)
     node: str = ""
     adapter: str = ""
+    candidate: int = 0
+    node_state: str = ""
 
 
 # fields that records written before the scoring stage existed carry; read back, they are dropped
@@ -215,14 +223,20 @@ class Trajectory:
                                lambda t: list(t.response_logprobs), lambda t: [0.0] * len(t.observation_ids))
 
     @property
+    def played(self) -> list[Turn]:
+        """The turns the episode played, in order: :attr:`turns` without the node-level candidate calls
+        (:attr:`Turn.candidate` ≥ 1), which come after them."""
+        return [t for t in self.turns if not t.candidate]
+
+    @property
     def num_turns(self) -> int:
-        """Assistant turns taken."""
-        return len(self.turns)
+        """Assistant turns the episode played (node-level candidate calls not counted)."""
+        return len(self.played)
 
     @property
     def num_error_turns(self) -> int:
-        """Turns with E = 1."""
-        return sum(t.error for t in self.turns)
+        """Played turns with E = 1."""
+        return sum(t.error for t in self.played)
 
     @property
     def generated_tokens(self) -> int:

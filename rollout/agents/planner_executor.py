@@ -27,18 +27,26 @@ node's id)
 and its role's adapter; a turn that starts a context carries it in
 :attr:`~earthrl.rollout.trajectory.Turn.context_ids` (token-in/token-out per context).
 
-Not built: the executor's node-level GRPO with G candidate calls sampled from one node state (the paper's
-executor training); the ``executor_node`` estimator groups executor turns by (task, turn index) instead.
+**Node-level GRPO** (the paper's executor training, "通过在同节点下采样多组候选参数计算相对优势": candidate
+arguments sampled at the same node, their advantages relative to each other): with ``node_candidates`` G > 1,
+the first attempt at each node samples G calls from the one node state — the identical prompt tokens — and plays
+the first; the G − 1 others are checked as the environment checks a json action (parse, tool name, argument
+schema: :func:`~earthrl.envs.formats.parsers.parse_json_action`) and never run, so nothing they do reaches the
+workspace or M_k. They are kept as turns after the played ones (:attr:`~earthrl.rollout.trajectory.Turn.candidate`
+≥ 1, all G sharing :attr:`~earthrl.rollout.trajectory.Turn.node_state`), scored by the executor reward like the
+played call, and the ``executor_node`` estimator normalises the G rewards among themselves. Metrics, the turn
+budget and the outcome count played turns only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from earthrl.envs.core.skills import SKILL_IDS, SKILLS, skill_tools
-from earthrl.envs.formats.parsers import ActionError, extract_call
+from earthrl.envs.formats.parsers import ActionError, extract_call, parse_json_action
 from earthrl.envs.tools.registry import TOOLS, openai_schema
 from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, play, turn_from
 from earthrl.rollout.agent_registry import AGENT_LOOPS
@@ -56,7 +64,10 @@ from earthrl.rollout.agents.contexts import (
 from earthrl.rollout.agents.plan import ANSWER, Node, PlanError, Workflow, parse_plan, parse_skill
 from earthrl.rollout.trajectory import Trajectory
 
-STATS = ("skills_bound", "plans", "plan_errors", "repairs", "nodes_run", "commits", "retries", "failed_nodes", "wrong_tool_calls")
+STATS = ("skills_bound", "plans", "plan_errors", "repairs", "nodes_run", "commits", "retries", "failed_nodes", "wrong_tool_calls",
+         "node_candidates")
+MAX_NODE_CANDIDATES = 8
+SEED_STRIDE = 100  # candidate j of turn t is the engine's request (episode, t + SEED_STRIDE·j): a seed of its own
 
 
 @dataclass
@@ -69,19 +80,25 @@ class PlannerExecutorOptions:
         max_plan_retries: invalid planner outputs answered with the error and written again, per skill binding,
             plan or repair.
         memory_chars: characters of each observation (and of a repair's diagnosis) shown in contexts.
+        node_candidates: G, the calls sampled from each node's first state (node-level GRPO, module doc); 1 samples
+            one (evaluation, and training with other estimators); at most :data:`MAX_NODE_CANDIDATES`.
     """
 
     max_node_retries: int = 2
     max_repairs: int = 2
     max_plan_retries: int = 2
     memory_chars: int = 300
+    node_candidates: int = 1
 
     def check(self) -> None:
         """Raises: ValueError naming the bad option and what it accepts."""
-        for key in ("max_node_retries", "max_repairs", "max_plan_retries", "memory_chars"):
+        for key in ("max_node_retries", "max_repairs", "max_plan_retries", "memory_chars", "node_candidates"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{key}={value}: use a whole number ≥ 0")
+        if not 1 <= self.node_candidates <= MAX_NODE_CANDIDATES:
+            raise ValueError(f"node_candidates={self.node_candidates}: use 1 (one call per node) to "
+                             f"{MAX_NODE_CANDIDATES} (G calls sampled from each node state)")
 
 
 def skill_catalogue() -> dict[str, tuple[str, list[str]]]:
@@ -94,6 +111,20 @@ def _local(observation: str, kind: str | None = None, call: dict | None = None) 
     """The step result of a turn the loop answers itself, without the environment (a plan, a refused call)."""
     return {"observation": observation, "error": kind is not None, "error_kind": kind, "tool_call": call,
             "done": False, "answer": None}
+
+
+def candidate_check(text: str, node: Node) -> dict:
+    """The step result of a node-level candidate call that is not run: the json format's parse, tool and argument
+    checks (``parse_error``, ``unknown_tool``, ``schema_error`` with the environment's message), then the node's
+    tool (``wrong_node_tool``, as for a played call); a call that passes them has no error."""
+    try:
+        call = parse_json_action(text).to_dict()
+    except ActionError as exc:
+        return _local(f"Error ({exc.kind}): {exc.message}", exc.kind)
+    if call["name"] != node.tool:
+        return _local(f"Error (wrong_node_tool): node {node.id} calls {node.tool}, not {call['name']}", "wrong_node_tool",
+                      call)
+    return _local("candidate call: valid, not run (node-level GRPO)", None, call)
 
 
 def _call_text(name: str, arguments: dict) -> str:
@@ -110,7 +141,8 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
     ``traj.agent_stats``: ``skills_bound`` (0 or 1), ``plans`` (valid plans and suffixes), ``plan_errors`` (invalid planner turns: skill or
     plan), ``repairs``,
     ``nodes_run``, ``commits`` (entries of M_k), ``retries`` (in-node retries), ``retries_per_node``
-    (retries / nodes run), ``failed_nodes`` and ``wrong_tool_calls`` (executor calls of another node's tool).
+    (retries / nodes run), ``failed_nodes``, ``wrong_tool_calls`` (executor calls of another node's tool) and
+    ``node_candidates`` (candidate calls sampled besides the played ones).
     """
     opts: PlannerExecutorOptions = cfg.options_as(PlannerExecutorOptions)
     traj = new_trajectory(task, group)
@@ -120,6 +152,8 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
     catalogue = skill_catalogue()
     allowed = {sid: tools for sid, (_, tools) in catalogue.items()}
     chars = opts.memory_chars
+    candidates: list = []  # node-level candidate calls (module doc), kept after the played turns
+    node_of: dict[str, Node] = {}  # the workflow node each executor turn works on, by id
 
     async def attempts(sys_text: str, user: str, role: str, node: str, tries: int,
                        act: Callable[[str], Awaitable[tuple[dict, object]]]) -> tuple[str, object]:
@@ -134,15 +168,25 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
         for attempt in range(tries):
             if traj.num_turns >= cfg.max_turns or len(ids) > cfg.max_context_tokens:
                 return "stop", None
-            out = await engine.generate(ids, (index, traj.num_turns), adapter=cfg.adapter(role))
+            g = opts.node_candidates if role == "executor" and fresh else 1  # node-level GRPO: G calls, one state
+            t = traj.num_turns
+            outs = await asyncio.gather(*(engine.generate(ids, (index, t + SEED_STRIDE * j), adapter=cfg.adapter(role))
+                                          for j in range(g)))
+            out = outs[0]
             text = tokenizer.decode(out["response_ids"], skip_special_tokens=True)
             res, value = await act(text)
             ctx = ids if fresh else []
             if not traj.turns:
                 traj.prompt_ids, ctx = ids, []
             # the json env names every turn's author "agent"; the loop knows the role (and so the adapter)
-            turn = turn_from(out, text, {**res, "role": None}, role, cfg, context_ids=ctx, node=node)
+            state = f"{node}@{t}" if g > 1 else ""
+            turn = turn_from(out, text, {**res, "role": None}, role, cfg, context_ids=ctx, node=node, node_state=state)
             traj.turns.append(turn)
+            for j, other in enumerate(outs[1:], 1):
+                other_text = tokenizer.decode(other["response_ids"], skip_special_tokens=True)
+                candidates.append(turn_from(other, other_text, candidate_check(other_text, node_of[node]), role, cfg,
+                                            context_ids=list(ids), node=node, candidate=j, node_state=state))
+            stats["node_candidates"] += g - 1
             if res.get("internal_error"):
                 traj.mark_failed("internal_error", res["internal_error"], turn=traj.num_turns - 1)
                 return "stop", None
@@ -224,6 +268,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
         k = 0
         while k < len(wf.nodes):
             node = wf.nodes[k]
+            node_of[node.id] = node
             stats["nodes_run"] += 1
             status, got = await attempts(executor_system(openai_schema(TOOLS[node.tool]), node),
                                          executor_view(task_text, wf, k, memory, chars), "executor", node.id,
@@ -250,6 +295,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
             stats["repairs"] += 1
 
     await play(traj, turns, engine=engine, pool=pool)
+    traj.turns += candidates
     stats["retries_per_node"] = stats["retries"] / max(stats["nodes_run"], 1)
     return traj
 

