@@ -9,6 +9,7 @@ tokens by action format).
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -238,10 +239,23 @@ def plot_report(report: dict, folder: Path) -> list[Path]:
     return paths
 
 
+def strict_json(value):
+    """``value`` with every NaN or infinite float (a metric with nothing to average, an interval of one value)
+    replaced by None, so that the file is JSON by RFC 8259 (no bare ``NaN``) and every reader can load it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def write_report(report: dict, out_dir: Path, plots: bool = True) -> dict:
-    """Write ``report.json``, ``report.md`` and (optionally) ``plots/*.png``; returns their paths."""
+    """Write ``report.json`` (strict JSON: a value that is not a finite number is null), ``report.md`` and
+    (optionally) ``plots/*.png``; returns their paths."""
     paths = {"json": out_dir / "report.json", "markdown": out_dir / "report.md"}
-    paths["json"].write_text(json.dumps(report, indent=2))
+    paths["json"].write_text(json.dumps(strict_json(report), indent=2, allow_nan=False))
     paths["markdown"].write_text(to_markdown(report))
     paths["plots"] = plot_report(report, out_dir / "plots") if plots and report["by_skill"] else []
     return paths

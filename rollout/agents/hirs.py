@@ -149,7 +149,7 @@ def specialist_view(state: GlobalState, opts: HiRSOptions, check: str = "") -> s
     return "\n".join(lines)
 
 
-@AGENT_LOOPS.register("hirs")
+@AGENT_LOOPS.register("hierarchical")
 async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, engine, pool, cfg: LoopConfig,
                       index: int = 0) -> Trajectory:
     """Play one task with the HiRS-Agent hierarchy (module doc); the contract of

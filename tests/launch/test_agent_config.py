@@ -17,7 +17,7 @@ def hydra_ctx():
 
 @pytest.mark.parametrize("command", ["config", "eval"])
 @pytest.mark.parametrize("preset, loop, action_format, max_turns", [
-    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "hirs", "hierarchical", 10),
+    ("react", "react", "json", 5), ("codeact", "react", "codeact", 5), ("hierarchical", "hierarchical", "hierarchical", 10),
     ("planner_executor", "planner_executor", "json", 12)])
 def test_each_preset_picks_its_loop_and_action_format(hydra_ctx, command, preset, loop, action_format, max_turns):
     cfg = compose_job(command, ["logger=none", f"agent={preset}"])
@@ -33,11 +33,11 @@ def test_an_unknown_loop_is_one_line_naming_the_known_ones(hydra_ctx):
 
 def test_a_loop_refuses_another_action_format_and_unknown_or_bad_options(hydra_ctx):
     agent = to_settings(compose_job("config", ["agent=hierarchical"]).agent)
-    with pytest.raises(ConfigError, match=r"^agent=hirs writes hierarchical actions, not env.action_format=json; "
+    with pytest.raises(ConfigError, match=r"^agent=hierarchical writes hierarchical actions, not env.action_format=json; "
                                           r"set env=hierarchical$"):
         check_agent(agent, "json", "local")
     agent = to_settings(compose_job("config", ["agent=hierarchical", "+agent.options.verfy=false"]).agent)
-    with pytest.raises(ConfigError, match=r"^agent.options.verfy: agent=hirs has no such option; its options are "
+    with pytest.raises(ConfigError, match=r"^agent.options.verfy: agent=hierarchical has no such option; its options are "
                                           r"verify, structured_state, cross_check, max_replans, memory_chars"):
         check_agent(agent, "hierarchical", "local")
     agent = to_settings(compose_job("config", ["agent=hierarchical", "agent.options.cross_check=twice"]).agent)
@@ -98,7 +98,7 @@ ROLE_ADAPTERS = ["agent=hierarchical", "agent.adapters.manager=manager", "agent.
 
 @pytest.mark.parametrize("overrides, action_format, backend, refusal", [
     (ROLE_ADAPTERS, "hierarchical", "local", None),  # a context per role: one adapter each
-    (ROLE_ADAPTERS, "hierarchical", "verl", r"^agent=hirs: the verl backend runs agent=react only"),  # the loop first
+    (ROLE_ADAPTERS, "hierarchical", "verl", r"^agent=hierarchical: the verl backend runs agent=react only"),  # the loop first
     (["+agent.adapters.manager=manager", "+agent.adapters.agent=other"], "json", "verl",
      r"^agent.adapters names 2 adapters \(manager, other\): the verl backend trains one adapter"),
     (["+agent.adapters.manager=manager", "+agent.adapters.agent=other"], "json", "local",
@@ -155,7 +155,7 @@ def test_an_eval_folder_recorded_with_another_loop_or_options_is_not_resumed(hyd
     names = {str(compose_job("eval", ["model=tiny-llama", f"agent={a}"]).experiment_name) for a in
              ("react", "codeact", "hierarchical", "planner_executor")}
     assert names == {"eval-tiny-llama-earthrl-mini-core-react-json", "eval-tiny-llama-earthrl-mini-core-react-codeact",
-                     "eval-tiny-llama-earthrl-mini-core-hirs-hierarchical",
+                     "eval-tiny-llama-earthrl-mini-core-hierarchical-hierarchical",
                      "eval-tiny-llama-earthrl-mini-core-planner_executor-json"}
 
 

