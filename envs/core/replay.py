@@ -126,7 +126,7 @@ def normalise(value: Any, aliases: dict[str, str] | None = None) -> Any:
     maps a file name the episode gave an output to the recorded one.
 
     Returns a JSON-able value: ``["n", "1"]`` for numbers, ``["b", true]`` for booleans,
-    ``["p", name]`` for paths, ``["s", text]`` for other strings, lists and dicts recursively.
+    ``["s", text]`` for strings (a path's last component, rule 4), lists and dicts recursively.
     """
     aliases = aliases or {}
     if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false")):
@@ -137,7 +137,7 @@ def normalise(value: Any, aliases: dict[str, str] | None = None) -> Any:
     if isinstance(value, str):
         if is_path(value):
             name = file_name(value)
-            return ["p", aliases.get(name, name)]
+            return ["s", aliases.get(name, name)]
         return ["s", " ".join(value.split()).casefold()]
     if isinstance(value, (list, tuple)):
         if len(value) == 1:

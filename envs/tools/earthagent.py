@@ -267,7 +267,8 @@ def parse_arguments(spec: str) -> list[tuple[list[str], str, bool, Any]]:
 
 def args_model(tool: str, spec: str) -> type[Args]:
     """The pydantic argument model of ``tool`` from its argument spec (:func:`parse_arguments`):
-    required arguments have no default, optional ones default to the spec's default or None;
+    required arguments have no default, optional ones default to the spec's default or None (not
+    validated: the argument was left out; an explicit null is a schema error);
     aliases validate into the first name (``validation_alias``)."""
     fields: dict[str, Any] = {}
     for names, code, required, default in parse_arguments(spec):
@@ -276,7 +277,7 @@ def args_model(tool: str, spec: str) -> type[Args]:
         if required:
             fields[names[0]] = (typ, Field(..., validation_alias=alias))
         else:
-            fields[names[0]] = (typ | None, Field(default, validation_alias=alias))
+            fields[names[0]] = (typ, Field(default, validation_alias=alias))  # default None: left out
     model = create_model(f"EA_{tool.replace('-', '_')}", __base__=Args, **fields)
     model.__doc__ = f"Arguments of Earth-Agent's {tool} ({'its signature' if tool in FROM_EARTH_AGENT else 'derived from the recorded calls'})."
     return model
