@@ -170,7 +170,8 @@ class EvalJob:
             raise ConfigError(f"eval.trajectories={ev.trajectories}: no such file")
         live = recorded is None  # episodes will run: the data and the model must be there
         root = data_root(cfg) if live else data_dir(cfg.tasks.data)
-        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live)
+        # replay mode reads no scenes: the recorded outputs stand in for them
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live and cfg.env.mode != "replay")
         tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]
         if not live:
             return EvalInputs(output_dir=output_dir, recorded=recorded, data_root=root, tasks=tasks)

@@ -82,11 +82,13 @@ def prepare_train(cfg: DictConfig) -> TrainInputs:
     model = verl_dry_run_path(cfg) or model_path(cfg)
     root = data_root(cfg)
     spec = algorithm_spec(cfg)
-    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root)
+    scenes = cfg.env.mode != "replay"  # replay mode reads no scenes: the recorded outputs stand in for them
+    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=scenes)
     ho = cfg.trainer.heldout
     heldout = []
     if int(ho.every) > 0:
-        heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split")[: int(ho.max_tasks)]
+        heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split",
+                             check_data=scenes)[: int(ho.max_tasks)]
     output_dir = Path(cfg.trainer.output_dir)
     if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(output_dir):
         raise ConfigError(f"trainer.output_dir={output_dir} already holds a run (checkpoints/ or metrics.jsonl): "

@@ -1,0 +1,78 @@
+"""The Earth-Bench task suites: ``tasks=earthbench`` (all 248) and ``tasks=earthbench-rsclaw`` (RS-Claw-Evolution's
+12 train / 176 test split), read from the folder the user gives (tasks.data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import initialize_config_dir
+
+from earthrl.envs.benchmarks.earthbench import load_earthbench
+from earthrl.envs.benchmarks.earthbench_rsclaw import POOL_IDS, SEED, TRAIN_IDS, choose_train_ids
+from earthrl.envs.core.tasks import load_suite
+from earthrl.envs.paths import data_dir
+from earthrl.launch.job_inputs import load_tasks
+from earthrl.launch.overrides import CONF_DIR, compose_job
+from tests.paths import EARTHBENCH as EB
+from tests.paths import EARTHBENCH_MISSING
+
+
+@pytest.fixture(scope="module")
+def eb() -> Path:
+    if not (EB / "question.json").is_file():
+        pytest.skip(reason=EARTHBENCH_MISSING)
+    return EB
+
+
+@pytest.fixture(autouse=True)
+def _no_env_folder(monkeypatch):
+    monkeypatch.delenv("EARTHRL_EARTHBENCH", raising=False)  # the folder comes from tasks.data alone
+
+
+def test_earthbench_is_all_248_tasks_in_both_phrasings(eb):
+    tasks = load_suite("earthbench", split="test", data_root=eb)
+    questions = json.loads((eb / "question.json").read_text())
+    assert [t.id for t in tasks] == [f"earthbench/{i}" for i in range(1, 249)] and len(questions) == 248
+    assert all(set(t.question) == {"IF", "AP"} for t in tasks)
+    # Earth-Bench phrases five tasks the same way in both modes (its question.json, evaluation[*].question)
+    same = [t.id for t in tasks if t.question["IF"] == t.question["AP"]]
+    assert same == [f"earthbench/{i}" for i in (163, 173, 177, 178, 186)]
+    assert load_suite("earthbench", split="train", data_root=eb) == []
+
+
+def test_rsclaw_split_is_12_train_and_176_test_of_questions_1_to_189_without_43(eb):
+    train = load_suite("earthbench-rsclaw", split="train", data_root=eb)
+    test = load_suite("earthbench-rsclaw", split="test", data_root=eb)
+    assert (len(train), len(test)) == (12, 176)
+    assert tuple(t.id for t in train) == TRAIN_IDS
+    ids = {t.id for t in train + test}
+    assert ids == set(POOL_IDS) and "earthbench/43" not in ids and "earthbench/190" not in ids
+    assert max(int(i.removeprefix("earthbench/")) for i in ids) == 189
+    assert not {t.id for t in train} & {t.id for t in test}
+
+
+def test_the_training_ids_are_the_documented_seeded_choice(eb):
+    pool = [t for t in load_earthbench(eb) if t.id in set(POOL_IDS)]
+    assert tuple(choose_train_ids(pool, 12, SEED)) == TRAIN_IDS
+    covered = {c.name for t in pool if t.id in TRAIN_IDS for c in t.reference}
+    assert len(covered) == 36  # the paper's 12 span 28 tools; the greedy choice covers more
+    assert choose_train_ids(pool, 12, SEED + 1) != list(TRAIN_IDS)  # the seed does choose
+
+
+@pytest.mark.parametrize(("name", "split", "count"), [("earthbench", "test", 248), ("earthbench-rsclaw", "train", 12),
+                                                      ("earthbench-rsclaw", "test", 176)])
+def test_the_suites_load_from_tasks_data_as_a_job_does(eb, name, split, count):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("eval", [f"tasks={name}", f"tasks.data={eb}", f"tasks.split={split}", "env.mode=replay",
+                                   "env.toolset=earthbench"])
+    root = data_dir(cfg.tasks.data)
+    assert root == eb  # an absolute tasks.data is the folder itself
+    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=False)
+    assert len(tasks) == count and all(t["template"] == "earthbench" for t in tasks)
+
+
+def test_a_folder_without_earthbench_names_tasks_data(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"tasks\.data=/path/to/folder.*EARTHRL_EARTHBENCH"):
+        load_suite("earthbench-rsclaw", data_root=tmp_path)
