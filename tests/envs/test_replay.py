@@ -4,6 +4,7 @@ through the env worker from the recorded files."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_replay import dialog_recording, earthbench_recordings
 from earthrl.envs.core.env import RSEnv
-from earthrl.envs.core.pool import EnvWorker
+from earthrl.envs.core.pool import EnvPool, EnvWorker
 from earthrl.envs.core.replay import RECORDINGS, RecordedCall, call_key, normalise, validated
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall
 from earthrl.envs.formats.parsers import MAX_ACTION_CHARS
@@ -21,6 +22,7 @@ from earthrl.envs.tools.registry import TOOLS, openai_schema
 from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.rewards.episode import HALLUCINATION_KINDS
 from earthrl.rewards.outcome import answer_correct
+from tests.conftest import InProcessActor
 from tests.paths import EARTHBENCH as EB
 from tests.paths import EARTHBENCH_MISSING
 
@@ -225,33 +227,39 @@ def _action(call: ToolCall) -> str:
 
 
 def test_every_earthbench_reference_trajectory_replays_without_errors_to_its_answer(eb, tmp_path):
+    """A scripted policy emits each task's reference calls, then its recorded final answer, through the env pool
+    and the real env worker (in process, as tests/rollout/test_planner_executor.py hosts it)."""
     tasks = load_earthbench(eb)
     worker = EnvWorker(str(eb), str(tmp_path / "ws"), {"mode": "replay", "toolset": "earthbench",
                                                        "max_obs_chars": 600})
     assert "calc_batch_image_mean_mean" in worker.system_prompt()
+    pool = EnvPool.__new__(EnvPool)
+    pool.workers = [InProcessActor(worker)]
     q = json.loads((eb / "question.json").read_text())
-    clean, calls, artifacts, wrong = 0, 0, 0, []
-    for t in tasks:
-        first = worker.reset(t.id, t.model_dump(), "AP")
+
+    async def episode(t: TaskSpec) -> tuple[list, dict, int]:
+        first = await pool.reset(t.id, t.model_dump(), "AP")
         assert first.startswith(t.question["AP"]) and t.data[0] in first
         errors = []
         for c in t.reference:
-            res = worker.step(t.id, _action(c))
-            calls += 1
+            res = await pool.step(t.id, _action(c))
             if res["error"]:
                 errors.append((c.name, res["observation"][:120]))
         # the reference's recorded final answer: the dialog's last letter (the whitelist's where it ends in a value)
         letter = q[t.id.removeprefix("earthbench/")]["dialogs"][-1]["content"]
         final = letter if t.answer.kind == "choice" and str(letter).strip() in t.answer.options else t.answer.value
-        res = worker.step(t.id, _action(ToolCall(name="answer", arguments={"value": final})))
-        artifacts += len(worker.close(t.id)["artifacts"])
-        clean += not errors
-        assert res["done"] and not res["error"]
-        if not answer_correct(res["answer"], t.answer.model_dump()):
-            wrong.append(t.id)
-        assert not errors, (t.id, errors[:3])
-    assert (len(tasks), clean, calls) == (248, 248, sum(len(t.reference) for t in tasks))
+        res = await pool.step(t.id, _action(ToolCall(name="answer", arguments={"value": final})))
+        return errors, res, len((await pool.close(t.id))["artifacts"])
+
+    async def run_all():
+        return [await episode(t) for t in tasks]
+
+    results = asyncio.run(run_all())
+    errors = {t.id: e for t, (e, _, _) in zip(tasks, results) if e}
+    assert errors == {}
+    assert all(res["done"] and not res["error"] for _, res, _ in results)
+    wrong = [t.id for t, (_, res, _) in zip(tasks, results) if not answer_correct(res["answer"], t.answer.model_dump())]
     # every recorded final answer is graded correct but 107's, where the dialog's own evidence (difference 0.034472
     # -> "0.034" = C) contradicts its letter B (envs/benchmarks/earthbench.py, EVIDENCE_OVERRIDES)
-    assert wrong == ["earthbench/107"]
-    assert artifacts > 1000  # the listed data files and the files the calls wrote
+    assert (len(tasks), wrong) == (248, ["earthbench/107"])
+    assert sum(n for _, _, n in results) > 1000  # the listed data files and the files the calls wrote
