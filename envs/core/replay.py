@@ -166,7 +166,7 @@ def call_key(tool: Tool | None, name: str, arguments: dict, aliases: dict[str, s
     if tool is not None:
         defaults = {k: f.default for k, f in tool.args_model.model_fields.items() if not f.is_required()}
     kept = {k: normalise(v, aliases) for k, v in arguments.items()
-            if v is not None and k not in OUTPUT_FIELDS and not (k in defaults and defaults[k] == v)}
+            if v is not None and k not in OUTPUT_FIELDS and not (k in defaults and normalise(defaults[k]) == normalise(v))}
     return json.dumps([name, kept], sort_keys=True)
 
 

@@ -5,12 +5,15 @@ EarthRL's own tools).
 
 Sources of the schemas (Earth-Agent, opendatalab/Earth-Agent, MCP servers' tool functions):
 
-- **Earth-Agent's signature** (:data:`FROM_EARTH_AGENT`): the tools whose definition we read in the
-  public repository's ``agent/tools/Statistics.py`` (e.g. ``calc_batch_image_mean(file_list,
-  uint8=False)``, ``coefficient_of_variation(x, ddof=1)``, ``difference(a, b)``): their arguments,
-  defaults and meanings are Earth-Agent's.
-- **Derived from the recorded calls** (every other tool, e.g. the index and inversion tools, the
-  detection models): their definitions are not in the stored copy of the repository; the
+- **Earth-Agent's signature** (:data:`FROM_EARTH_AGENT`, 52 tools): the tools whose definition we
+  read in the public repository's ``agent/tools/Statistics.py`` and ``agent/tools/Perception.py``
+  (commit 5df54a934f3e; e.g. ``calc_batch_image_mean(file_list, uint8=False)``,
+  ``calculate_threshold_ratio(image_paths, threshold=0.75, mode='above', band_index=0)``,
+  ``SAM2(input_image_path, bbox, output_path)``): their arguments, defaults and meanings are
+  Earth-Agent's.
+- **Derived from the recorded calls** (the other 31, e.g. the index, inversion and time-series
+  tools): their servers (``Index``, ``Inversion``, ``Analysis``) are not in the copy of the
+  repository we could read; the
   arguments are those the 1,335 reference calls of Earth-Bench (``question.json`` dialogs and
   ``extracted_tool_calls_GT.json``) pass, typed by the values they pass, required when every
   recorded call passes them.
@@ -42,10 +45,21 @@ SURFACE = "earthagent"
 #: Tools whose argument list, defaults and meaning follow Earth-Agent's published definition
 #: (``agent/tools/Statistics.py``); the others are derived from the recorded calls.
 FROM_EARTH_AGENT = frozenset({
+    # agent/tools/Statistics.py
     "calc_batch_image_mean", "calc_batch_image_max", "calc_batch_image_sum", "calc_batch_image_skewness",
-    "calc_batch_image_mean_mean", "calc_batch_image_hotspot_percentage", "calc_batch_image_hotspot_tif",
-    "coefficient_of_variation", "skewness", "kurtosis", "difference", "division", "percentage_change",
-    "kelvin_to_celsius"})
+    "calc_batch_image_mean_mean", "calc_batch_image_mean_max_min", "calc_batch_image_mean_threshold",
+    "calc_batch_image_hotspot_percentage", "calc_batch_image_hotspot_tif", "calc_batch_fire_pixels",
+    "coefficient_of_variation", "skewness", "kurtosis", "mean", "max_value_and_index", "min_value_and_index",
+    "difference", "division", "multiply", "percentage_change", "kelvin_to_celsius", "ceil_number",
+    "get_list_object_via_indexes", "calculate_threshold_ratio", "create_fire_increase_map",
+    "identify_fire_prone_areas", "get_percentile_value_from_image", "image_division_mean",
+    "calculate_intersection_percentage", "calculate_multi_band_threshold_ratio", "count_pixels_satisfying_conditions",
+    "count_images_exceeding_threshold_ratio", "average_ratio_exceeding_threshold",
+    "count_images_exceeding_mean_multiplier", "calculate_band_mean_by_condition", "calc_threshold_value_mean",
+    "calculate_tif_average", "calculate_tif_difference", "subtract", "calculate_area", "apply_cloud_mask",
+    # agent/tools/Perception.py
+    "count_above_threshold", "count_skeleton_contours", "bboxes2centroids", "centroid_distance_extremes",
+    "calculate_bbox_area", "MSCN", "SM3Det", "RemoteSAM", "InstructSAM", "SAM2", "ChangeOS"})
 
 _TYPES: dict[str, Any] = {
     "str": str, "num": float, "int": int, "bool": bool, "list": list[Any],
@@ -127,19 +141,15 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
                "text_prompt:str!, input_image_path:str!"),
     "InstructSAM": ("vision", "table", "Count and box objects named by a text prompt.",
                     "text_prompt:str!, input_image_path:str!"),
-    "RemoteSAM": ("vision", "table", "Segment objects named by a text prompt.", "image_path:str!, text_prompt:str!"),
-    "SAM2": ("vision", "mask", "Segment the objects inside bounding boxes.",
-             "input_image_path|image_path:str, bboxes:list!, output_path|save_name:str"),
+    "RemoteSAM": ("vision", "table", "Segment objects named by a text prompt.", "input_image_path|image_path:str!, text_prompt:str!"),
+    "SAM2": ("vision", "mask", "Segment the objects inside bounding boxes.", "input_image_path|image_path:str!, bbox|bboxes:list!, output_path|save_name:str"),
     "ChangeOS": ("vision", "mask", "Building damage change detection between two images.",
                  "pre_image_path:str!, post_image_path:str!, output_path:str!"),
     "bboxes2centroids": ("vision", "table", "Centroids of bounding boxes.", "bboxes:list!"),
     "centroid_distance_extremes": ("vision", "number", "Closest and farthest pair of centroids.", "centroids:list!"),
-    "calculate_bbox_area": ("vision", "number", "Ground area of bounding boxes at a pixel size.",
-                            "bboxes:list!, gsd:num!"),
-    "calculate_area": ("vision", "number", "Area of the foreground pixels of a mask.",
-                       "input_image_path|image_path:str, gsd:optnum!"),
-    "count_skeleton_contours": ("vision", "number", "Count skeleton contours of a binary image.",
-                                "input_image_path|image_path:str"),
+    "calculate_bbox_area": ("vision", "number", "Ground area of bounding boxes at a pixel size.", "bboxes:list!, gsd:optnum=None"),
+    "calculate_area": ("vision", "number", "Area of the foreground pixels of a mask.", "input_image_path|image_path:str!, gsd:optnum!"),
+    "count_skeleton_contours": ("vision", "number", "Count skeleton contours of a binary image.", "image_path|input_image_path:str!"),
     "count_above_threshold": ("vision", "number", "Count pixels above a threshold.", "file_path:str!, threshold:num!"),
     # image statistics (Statistics server: Earth-Agent's signatures)
     "calc_single_image_mean": ("stats", "number", "Mean pixel value of an image.", "file_path:str!, uint8:bool=False"),
@@ -154,11 +164,8 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
                                   f"file_list:list, uint8:bool=False, {_TURBIDITY}"),
     "calc_batch_image_mean_mean": ("stats", "number", "Average of the mean pixel values of a list of images.",
                                    "file_list:list!, uint8:bool=False"),
-    "calc_batch_image_mean_max_min": ("stats", "number", "Mean, maximum and minimum of each image of a list.",
-                                      "file_list:list!"),
-    "calc_batch_image_mean_threshold": ("stats", "number", "Share or count of pixels beyond a threshold per image.",
-                                        "file_list:list!, threshold:num!, above:bool, uint8:bool, band_index:int, "
-                                        "return_type:str"),
+    "calc_batch_image_mean_max_min": ("stats", "number", "Mean, maximum and minimum of each image of a list.", "file_list:list!, uint8:bool=False"),
+    "calc_batch_image_mean_threshold": ("stats", "number", "Share or count of pixels beyond a threshold per image.", "file_list:list!, threshold:num!, above:bool=True, uint8:bool=False, band_index:int=0, return_type:str='ratio'"),
     "calc_batch_image_hotspot_percentage": ("stats", "number", "Share of pixels above a threshold per image.",
                                             "file_list:list, threshold:numstr, uint8:bool=False, "
                                             f"{_NIR_SWIR}"),
@@ -167,48 +174,32 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
                                      f"{_NIR_SWIR}"),
     "calc_single_image_hotspot_percentage": ("stats", "number", "Share of an image's pixels above a threshold.",
                                              "file_path:str!, threshold:num!"),
-    "calc_batch_fire_pixels": ("stats", "number", "Count fire pixels above a threshold per image.",
-                               "file_list:list!, fire_threshold:num!"),
-    "calc_threshold_value_mean": ("stats", "number", "Mean of one image where another passes a threshold.",
-                                  "path1:path!, path2:path!, threshold:num!"),
+    "calc_batch_fire_pixels": ("stats", "number", "Count fire pixels above a threshold per image.", "file_list:list!, fire_threshold:num=0"),
+    "calc_threshold_value_mean": ("stats", "number", "Mean of one image where another passes a threshold.", "path1:path!, path2:path!, threshold:num=300.0"),
     "calc_severe_water_loss_percentage": ("stats", "number", "Share of pixels whose NDWI drops beyond a ratio.",
                                           "ndwi_a_path:str!, ndwi_b_path:str!, drop_ratio:num!"),
     "calc_extreme_snow_loss_percentage_from_binary_map": ("stats", "number", "Share of snow-loss pixels of a map.",
                                                           "binary_map_path:str!"),
-    "calculate_threshold_ratio": ("stats", "number", "Share of pixels above a threshold per image.",
-                                  "image_paths:path, threshold:num, band_index:int, a:num, b:num"),
+    "calculate_threshold_ratio": ("stats", "number", "Share of pixels above a threshold per image.", "image_paths:path, threshold:num=0.75, mode:str='above', band_index:int=0, a:num, b:num"),
     "calculate_intersection_percentage": ("stats", "number", "Share of pixels passing thresholds on two images.",
                                           "path1:str!, threshold1:num!, path2:str!, threshold2:num!"),
-    "calculate_band_mean_by_condition": ("stats", "number", "Mean of a band where another passes a condition.",
-                                         "image_path:str!, condition_band_index:int!, condition_threshold:num!, "
-                                         "condition_mode:str!, target_band_index:int!"),
+    "calculate_band_mean_by_condition": ("stats", "number", "Mean of a band where another passes a condition.", "image_path:str!, condition_band_index:int!, condition_threshold:num!, condition_mode:str='above', target_band_index:int=0"),
     "calculate_multi_band_threshold_ratio": ("stats", "number", "Share of pixels passing conditions on bands.",
                                              "image_path:str!, band_conditions:list!"),
     "count_pixels_satisfying_conditions": ("stats", "number", "Count pixels passing conditions on bands.",
                                            "image_path:str!, band_conditions:list!"),
-    "average_ratio_exceeding_threshold": ("stats", "number", "Mean share of pixels beyond a value over images.",
-                                          "image_paths:list!, value_threshold:num!, ratio_threshold:num!, mode:str!, "
-                                          "verbose:boolstr!"),
-    "count_images_exceeding_threshold_ratio": ("stats", "number", "Count images whose share beyond a value is large.",
-                                               "image_paths:list!, value_threshold:num!, ratio_threshold:num!, "
-                                               "mode:str, verbose:boolstr"),
-    "count_images_exceeding_mean_multiplier": ("stats", "number", "Count images whose mean exceeds k times the mean.",
-                                               "image_paths:list!, mean_multiplier:num!, mode:str!, verbose:boolstr"),
+    "average_ratio_exceeding_threshold": ("stats", "number", "Mean share of pixels beyond a value over images.", "image_paths:path!, value_threshold:num=0.7, ratio_threshold:num=20.0, mode:str='above', verbose:boolstr=True"),
+    "count_images_exceeding_threshold_ratio": ("stats", "number", "Count images whose share beyond a value is large.", "image_paths:path!, value_threshold:num=0.7, ratio_threshold:num=20.0, mode:str='above', verbose:boolstr=True"),
+    "count_images_exceeding_mean_multiplier": ("stats", "number", "Count images whose mean exceeds k times the mean.", "image_paths:path!, mean_multiplier:num=1.1, mode:str='above', verbose:boolstr=True"),
     "get_percentile_value_from_image": ("stats", "number", "A percentile of an image's pixel values.",
                                         "image_path:path!, percentile:num!"),
-    "image_division_mean": ("stats", "number", "Mean of the ratio of two bands of an image.",
-                            "image_path1:str!, band1:int!, band2:int!"),
-    "identify_fire_prone_areas": ("stats", "mask", "Mask of pixels above a percentile.",
-                                  "file_path:str!, output_path:str!, threshold_percentile:num!"),
-    "create_fire_increase_map": ("stats", "mask", "Mask of pixels whose change exceeds a threshold.",
-                                 "change_image_path:str!, output_path:str!, threshold:num!"),
+    "image_division_mean": ("stats", "number", "Mean of the ratio of two bands of an image.", "image_path1:str!, image_path2:str, band1:int=1, band2:int=2"),
+    "identify_fire_prone_areas": ("stats", "mask", "Mask of pixels above a percentile.", "file_path:str!, output_path:str!, threshold_percentile:num=75, uint8:bool=False"),
+    "create_fire_increase_map": ("stats", "mask", "Mask of pixels whose change exceeds a threshold.", "change_image_path:str!, output_path:str!, threshold:num=20.0"),
     "analyze_hotspot_direction": ("stats", "metadata", "Direction in which hotspots move over images.",
                                   "file_list:list, threshold:num, output_path_list:list, hotspot_map_path:str"),
-    "calculate_tif_average": ("stats", "raster", "Pixel-wise average of a list of images.",
-                              "file_list:list, output_path|output_filename:str, input_nir_path:str, "
-                              "input_swir_path:str"),
-    "calculate_tif_difference": ("stats", "raster", "Pixel-wise difference of two images.",
-                                 "image_a_path:str!, image_b_path:str!, output_path|output_filename:str"),
+    "calculate_tif_average": ("stats", "raster", "Pixel-wise average of a list of images.", "file_list:list, output_path|output_filename:str!, uint8:bool=False, input_nir_path:str, input_swir_path:str"),
+    "calculate_tif_difference": ("stats", "raster", "Pixel-wise difference of two images.", "image_a_path:str!, image_b_path:str!, output_path|output_filename:str!, uint8:bool=False"),
     "subtract": ("stats", "raster", "Pixel-wise difference of two images.",
                  "img1_path:str!, img2_path:str!, output_path:str!"),
     # time series (Analysis server)
@@ -243,8 +234,19 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+def _default(text: str) -> Any:
+    """The default of an argument spec: ``'x'`` a string, ``True``/``False``/``None``, else a number."""
+    if not text or text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if text[0] == text[-1] == "'":
+        return text[1:-1]
+    return float(text) if "." in text else int(text)
+
+
 def parse_arguments(spec: str) -> list[tuple[list[str], str, bool, Any]]:
-    """``[(names, type code, required, default)]`` of an argument spec ``"a|alias:str!, b:num=1"``
+    """``[(names, type code, required, default)]`` of an argument spec ``"a|alias:str!, b:num=1, c:str='x'"``
     (names: the argument, then its aliases; default None when not given).
 
     Raises:
@@ -258,9 +260,7 @@ def parse_arguments(spec: str) -> list[tuple[list[str], str, bool, Any]]:
         code = code.removesuffix("!")
         if code not in _TYPES or not names:
             raise ValueError(f"argument spec {item!r}: type {code!r} not in {sorted(_TYPES)}")
-        value = {"False": False, "True": True}.get(default, None) if default else None
-        if default and value is None:
-            value = float(default) if "." in default else int(default)
+        value = _default(default)
         out.append((names.split("|"), code, required, value))
     return out
 

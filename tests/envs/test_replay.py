@@ -81,9 +81,13 @@ def test_the_earthbench_toolset_is_earth_agents_tool_surface_and_all_stays_earth
     assert p["properties"]["ddof"]["default"] == 1 and "coefficient_of_variation" in FROM_EARTH_AGENT
     p = openai_schema(TOOLS["division"])["function"]["parameters"]
     assert p["required"] == ["a", "b"] and p["properties"]["a"]["type"] == "number"
-    # an alias validates into the argument's first name
+    p = openai_schema(TOOLS["calculate_threshold_ratio"])["function"]["parameters"]  # Earth-Agent's defaults
+    assert (p["properties"]["threshold"]["default"], p["properties"]["mode"]["default"]) == (0.75, "above")
+    # an alias validates into the argument's first name: Earth-Agent's SAM2(input_image_path, bbox, output_path)
+    # is called with image_path, bboxes and save_name by Earth-Bench's references
     assert validated(TOOLS["SAM2"], {"image_path": "x.png", "bboxes": [[1, 2, 3, 4]], "save_name": "m.png"}) == \
-        {"input_image_path": "x.png", "bboxes": [[1, 2, 3, 4]], "output_path": "m.png"}
+        {"input_image_path": "x.png", "bbox": [[1, 2, 3, 4]], "output_path": "m.png"}
+    assert len(FROM_EARTH_AGENT) == 52 and FROM_EARTH_AGENT <= set(SPECS)
 
 
 def test_a_recorded_call_returns_its_recorded_output_and_registers_its_files(env):
@@ -133,6 +137,11 @@ def test_ints_floats_numeric_strings_and_spellings_match(env):
                    validated(TOOLS["calc_batch_image_mean"], {"file_list": ["a.tif", "b.tif"]}))
     assert key == call_key(TOOLS["calc_batch_image_mean"], "calc_batch_image_mean",
                            {"file_list": ["a.tif", "b.tif"], "uint8": False})  # a default equals leaving it out
+    ratio = TOOLS["calculate_threshold_ratio"]  # mode defaults to 'above' (Earth-Agent's signature)
+    assert call_key(ratio, ratio.name, validated(ratio, {"image_paths": "a.tif", "threshold": 0.5, "mode": "above"})) == \
+        call_key(ratio, ratio.name, validated(ratio, {"image_paths": ["a.tif"], "threshold": "0.5"}))
+    assert call_key(ratio, ratio.name, validated(ratio, {"image_paths": "a.tif", "threshold": 0.5, "mode": "below"})) != \
+        call_key(ratio, ratio.name, validated(ratio, {"image_paths": "a.tif", "threshold": 0.5}))
 
 
 @pytest.mark.parametrize(("what", "tool", "args"), [
