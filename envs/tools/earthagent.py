@@ -6,17 +6,18 @@ EarthRL's own tools).
 Sources of the schemas (Earth-Agent, opendatalab/Earth-Agent, MCP servers' tool functions):
 
 - **Earth-Agent's signature** (:data:`FROM_EARTH_AGENT`, 52 tools): the tools whose definition we
-  read in the public repository's ``agent/tools/Statistics.py`` and ``agent/tools/Perception.py``
-  (commit 5df54a934f3e; e.g. ``calc_batch_image_mean(file_list, uint8=False)``,
-  ``calculate_threshold_ratio(image_paths, threshold=0.75, mode='above', band_index=0)``,
-  ``SAM2(input_image_path, bbox, output_path)``): their arguments, defaults and meanings are
-  Earth-Agent's.
+  read in the public repository's ``agent/tools/Statistics.py`` (commit ae155eab) and
+  ``agent/tools/Perception.py`` (commit 5df54a934f3e, Earth-Bench's), e.g.
+  ``calc_batch_image_mean(file_list, uint8=False)``, ``calculate_threshold_ratio(image_paths,
+  threshold=0.75, mode='above', band_index=0)``, ``SAM2(input_image_path, bbox, output_path)``:
+  their arguments, defaults and meanings are Earth-Agent's.
 - **Derived from the recorded calls** (the other 31, e.g. the index, inversion and time-series
   tools): their servers (``Index``, ``Inversion``, ``Analysis``) are not in the copy of the
-  repository we could read; the
-  arguments are those the 1,335 reference calls of Earth-Bench (``question.json`` dialogs and
-  ``extracted_tool_calls_GT.json``) pass, typed by the values they pass, required when every
-  recorded call passes them.
+  repository we could read (forks carry a later version whose index tools take batches; where it
+  keeps a single-file tool, e.g. ``calculate_ndwi(input_nir_path, input_swir_path, output_path)``,
+  the names agree with the recorded ones). The arguments are those Earth-Bench's reference calls
+  pass (1,335 in ``question.json``'s dialogs, 1,898 in ``extracted_tool_calls_GT.json``), typed by
+  the values they pass, required when every recorded call passes them.
 
 For both, every argument name a recorded call passes is accepted, because Earth-Bench's
 references sometimes call a tool with another tool's arguments (``calculate_ndwi(file_list=…)``,
