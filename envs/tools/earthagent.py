@@ -16,7 +16,7 @@ Sources of the schemas (Earth-Agent, opendatalab/Earth-Agent, MCP servers' tool 
   repository we could read (forks carry a later version whose index tools take batches; where it
   keeps a single-file tool, e.g. ``calculate_ndwi(input_nir_path, input_swir_path, output_path)``,
   the names agree with the recorded ones). The arguments are those Earth-Bench's reference calls
-  pass (1,335 in ``question.json``'s dialogs, 1,898 in ``extracted_tool_calls_GT.json``), typed by
+  pass (1,335 in ``question.json``'s dialogs, 1,895 in ``extracted_tool_calls_GT.json``), typed by
   the values they pass, required when every recorded call passes them.
 
 For both, every argument name a recorded call passes is accepted, because Earth-Bench's
