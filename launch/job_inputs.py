@@ -16,6 +16,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.core.env import MODES
+from earthrl.envs.core.replay import load_recordings
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.errors import ConfigError
@@ -235,6 +236,27 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
     if not tasks:
         raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
     return tasks
+
+
+def check_replay(tasks: list[dict], root: Path) -> None:
+    """``env.mode=replay`` can answer ``tasks`` from ``root``: every task's template has a recording source and
+    the source's recordings under ``root`` hold the task (replay reads no scenes; the recorded outputs stand in).
+
+    Raises:
+        ConfigError: one line naming ``env.mode=replay`` or ``tasks.data`` and the fix.
+    """
+    for template in sorted({t["template"] for t in tasks}):
+        try:
+            recorded = load_recordings(template, str(root))
+        except KeyError as exc:
+            raise ConfigError(f"env.mode=replay: {exc.args[0]}, or run tasks=earthbench or earthbench-rsclaw "
+                              "with tasks.data=the Earth-Bench folder") from None
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(f"tasks.data={root}: replay reads the recorded tool outputs there: {exc}") from None
+        missing = [t["id"] for t in tasks if t["template"] == template and t["id"] not in recorded]
+        if missing:
+            raise ConfigError(f"tasks.data={root}: no recorded calls for {len(missing)} task(s) ({missing[0]} …); "
+                              "give the folder the tasks were loaded from")
 
 
 def holds_run(output_dir: Path) -> bool:

@@ -13,7 +13,8 @@ from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_rsclaw import POOL_IDS, SEED, TRAIN_IDS, choose_train_ids
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.paths import data_dir
-from earthrl.launch.job_inputs import load_tasks
+from earthrl.envs.errors import ConfigError
+from earthrl.launch.job_inputs import check_replay, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
 from tests.paths import EARTHBENCH as EB
 from tests.paths import EARTHBENCH_MISSING
@@ -76,3 +77,16 @@ def test_the_suites_load_from_tasks_data_as_a_job_does(eb, name, split, count):
 def test_a_folder_without_earthbench_names_tasks_data(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"tasks\.data=/path/to/folder.*EARTHRL_EARTHBENCH"):
         load_suite("earthbench-rsclaw", data_root=tmp_path)
+
+
+def test_replay_refuses_before_it_starts_a_suite_without_recordings_or_another_folder(eb, tmp_path):
+    tasks = load_tasks("earthbench-rsclaw", "train", eb, check_data=False)
+    check_replay(tasks, eb)  # the folder the tasks came from: every task has its recording
+    with pytest.raises(ConfigError, match=r"^tasks\.data=.*question\.json is missing"):
+        check_replay(tasks, tmp_path)
+    mini = [{"id": "mini/x", "template": "s2_index_stat"}]
+    with pytest.raises(ConfigError, match=r"^env\.mode=replay: .*recorded suites: .*earthbench.*env\.mode=execute or mock"):
+        check_replay(mini, eb)
+    other = [{**tasks[0], "id": "earthbench/999"}]
+    with pytest.raises(ConfigError, match=r"no recorded calls for 1 task\(s\) \(earthbench/999"):
+        check_replay(other, eb)
