@@ -12,8 +12,8 @@ from hydra import initialize_config_dir
 from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_rsclaw import POOL_IDS, SEED, TRAIN_IDS, choose_train_ids
 from earthrl.envs.core.tasks import load_suite
-from earthrl.envs.paths import data_dir
 from earthrl.envs.errors import ConfigError
+from earthrl.envs.paths import data_dir
 from earthrl.launch.job_inputs import check_replay, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
 from tests.paths import EARTHBENCH as EB
