@@ -193,8 +193,19 @@ def saved_files(output: Any) -> list[str]:
     if isinstance(output, list):
         return [s for s in _strings(output) if _SUFFIX.search(s.strip())]
     if isinstance(output, str):
-        return [m.group(0).strip() for m in _SAVED.finditer(output)]
+        return [_path_start(m.group(0).strip()) for m in _SAVED.finditer(output)]
     return []
+
+
+def _path_start(text: str) -> str:
+    """``text`` from the start of its path: the words before the first folder (``"Result save at"``) dropped;
+    a file name with spaces after the last ``/`` (``out/Dead Sea_B5.tif``) kept."""
+    head, sep, _ = text.partition("/")
+    if not sep:
+        return text
+    if not head or head[-1].isspace():  # an absolute path: it starts at its "/"
+        return text[len(head):]
+    return text[len(head) - len(head.split()[-1]):]
 
 
 def artifact_name(path: str) -> str:

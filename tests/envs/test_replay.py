@@ -14,7 +14,7 @@ from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_replay import dialog_recording, earthbench_recordings
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.pool import EnvPool, EnvWorker
-from earthrl.envs.core.replay import RECORDINGS, RecordedCall, call_key, normalise, validated
+from earthrl.envs.core.replay import RECORDINGS, RecordedCall, call_key, normalise, saved_files, validated
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall
 from earthrl.envs.formats.parsers import MAX_ACTION_CHARS
 from earthrl.envs.tools.earthagent import FROM_EARTH_AGENT, SPECS
@@ -133,6 +133,11 @@ def test_ints_floats_numeric_strings_and_spellings_match(env):
     assert not r.error and r.observation == "saved t.tif"
     assert normalise(1) == normalise(1.0) == normalise("1.0") == normalise("1.000000000") == ["n", "1"]
     assert normalise(True) == normalise("true") and normalise("A b") == normalise(" a  B")
+    assert saved_files("Result save at benchmark/out/question136/Dead Sea_SR_B5_cloud_masked.tif") == \
+        ["benchmark/out/question136/Dead Sea_SR_B5_cloud_masked.tif"]
+    assert saved_files("Difference map created: change_map.tif") == ["change_map.tif"]
+    assert saved_files("Result saved at /tmp/out/a b.tif") == ["/tmp/out/a b.tif"]
+    assert saved_files(["a.tif", "b.TIF", 0.5, "note"]) == ["a.tif", "b.TIF"] and saved_files(3.5) == []
     assert normalise("benchmark/data/question7") == normalise("question7/") == normalise("question7") == ["s", "question7"]
     key = call_key(TOOLS["calc_batch_image_mean"], "calc_batch_image_mean",
                    validated(TOOLS["calc_batch_image_mean"], {"file_list": ["a.tif", "b.tif"]}))
