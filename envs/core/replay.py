@@ -278,7 +278,7 @@ class ReplayBook:
             if file_name(mine) != file_name(theirs):
                 self.aliases[file_name(mine)] = file_name(theirs)
         listing = tool.name.endswith("filelist")
-        files = list(dict.fromkeys(recorded + saved_files(rec.output) + given))
+        files = list({file_name(f): f for f in recorded + saved_files(rec.output) + given}.values())
         names = []
         for f in files:
             self.made.add(file_name(f))

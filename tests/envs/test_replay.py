@@ -97,6 +97,7 @@ def test_a_recorded_call_returns_its_recorded_output_and_registers_its_files(env
     assert {"B5", "B6"} <= set(env.registry.artifacts)
     r = _ndwi(env)
     assert not r.error and r.observation == "Result saved at benchmark/out/question7/ndwi.tif"
+    assert r.result["artifacts"] == ["ndwi"]  # named by the output argument and in the output: one file
     art = env.registry.artifacts["ndwi"]
     assert art.parents == ["B5", "B6"] and art.call["name"] == "calculate_ndwi"
     r = _step(env, "calculate_threshold_ratio", image_paths=["benchmark/out/question7/ndwi.tif"], threshold=0.5)
