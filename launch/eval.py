@@ -172,7 +172,8 @@ class EvalJob:
         root = data_root(cfg) if live else data_dir(cfg.tasks.data)
         # replay mode reads no scenes: the recorded outputs stand in for them
         replay = live and cfg.env.mode == "replay"
-        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live and not replay)
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live and not replay,
+                           mode=str(cfg.env.mode) if live else None)
         if replay:
             check_replay(tasks, root)
         tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]

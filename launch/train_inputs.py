@@ -83,7 +83,7 @@ def prepare_train(cfg: DictConfig) -> TrainInputs:
     root = data_root(cfg)
     spec = algorithm_spec(cfg)
     scenes = cfg.env.mode != "replay"  # replay mode reads no scenes: the recorded outputs stand in for them
-    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=scenes)
+    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=scenes, mode=str(cfg.env.mode))
     if not scenes:
         check_replay(tasks, root)
     ho = cfg.trainer.heldout

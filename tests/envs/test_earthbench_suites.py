@@ -90,3 +90,52 @@ def test_replay_refuses_before_it_starts_a_suite_without_recordings_or_another_f
     other = [{**tasks[0], "id": "earthbench/999"}]
     with pytest.raises(ConfigError, match=r"no recorded calls for 1 task\(s\) \(earthbench/999"):
         check_replay(other, eb)
+
+
+@pytest.mark.parametrize("command", ["config", "eval"])
+@pytest.mark.parametrize("name", ["earthbench", "earthbench-rsclaw"])
+def test_the_suite_presets_bring_earthbenchs_env_keys_and_the_command_line_wins(command, name):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job(command, ["logger=none", f"tasks={name}", "tasks.data=/eb", "env.mode=replay"])
+        assert (cfg.tasks.name, cfg.tasks.data) == (name, "/eb")
+        assert (cfg.env.mode, cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == (
+            "replay", "earthbench", 16384, 20)
+        assert (cfg.env.action_format, cfg.env.max_obs_chars) == ("json", 600)  # the env group's other keys stay
+        cfg = compose_job(command, ["logger=none", f"tasks={name}", "env.max_turns=7", "env.max_context_tokens=8192",
+                                    "env.toolset=all"])
+        assert (cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == ("all", 8192, 7)
+        # a preset after the env and agent groups: agent=hierarchical keeps its format, the suite its limits
+        cfg = compose_job(command, ["logger=none", f"tasks={name}", "agent=hierarchical"])
+        assert (cfg.env.action_format, cfg.env.toolset, cfg.env.max_turns) == ("hierarchical", "earthbench", 20)
+        # the other suites keep the env group's defaults
+        cfg = compose_job(command, ["logger=none"])
+        assert (cfg.tasks.name, cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == (
+            "earthrl-mini-core", "mini", 3072, 5)
+    assert cfg.tasks.split == ("test" if command == "eval" else "train")
+
+
+@pytest.mark.parametrize("mode", ["execute", "mock"])
+def test_an_earthbench_suite_outside_replay_mode_stops_with_one_line_naming_env_mode(eb, mode):
+    with pytest.raises(ConfigError, match=rf"^env\.mode={mode}: tasks=earthbench-rsclaw \(template earthbench\) has no "
+                                          r"rasters to run on .*; set env\.mode=replay \(docs/earthbench\.md\)$"):
+        load_tasks("earthbench-rsclaw", "test", eb, mode=mode)
+    assert len(load_tasks("earthbench-rsclaw", "test", eb, check_data=False, mode="replay")) == 176
+
+
+def test_an_earthbench_suite_without_its_folder_is_one_line_naming_tasks_data(tmp_path):
+    with pytest.raises(ConfigError, match=r"^tasks=earthbench: Earth-Bench is not bundled .*tasks\.data=/path/to/folder"):
+        load_tasks("earthbench", "test", tmp_path, mode="replay")
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_the_cli_refuses_earthbench_in_execute_mode_before_anything_starts(eb, tmp_path, command):
+    from tests.launch.test_train_e2e import earthrl
+
+    out = earthrl(command, "logger=none", "tasks=earthbench-rsclaw", f"tasks.data={eb}", "trainer.output_dir=run"
+                  if command == "train" else "eval.output_dir=run", cwd=tmp_path, check=False, timeout=300)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == (
+        "earthrl: error: env.mode=execute: tasks=earthbench-rsclaw (template earthbench) has no rasters to run on "
+        "(they are not distributed; its tools answer from the recorded outputs); set env.mode=replay "
+        "(docs/earthbench.md)")
+    assert not (tmp_path / "run").exists()
