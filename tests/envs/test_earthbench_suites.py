@@ -101,9 +101,12 @@ def test_the_suite_presets_bring_earthbenchs_env_keys_and_the_command_line_wins(
         assert (cfg.env.mode, cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == (
             "replay", "earthbench", 16384, 20)
         assert (cfg.env.action_format, cfg.env.max_obs_chars) == ("json", 600)  # the env group's other keys stay
+        assert cfg.cluster.vllm.max_model_len == 17408  # the engine holds the context and a turn's response
         cfg = compose_job(command, ["logger=none", f"tasks={name}", "env.max_turns=7", "env.max_context_tokens=8192",
                                     "env.toolset=all"])
         assert (cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == ("all", 8192, 7)
+        cfg = compose_job(command, ["logger=none", f"tasks={name}", "cluster.vllm.max_model_len=12288"])
+        assert cfg.cluster.vllm.max_model_len == 12288
         # a preset after the env and agent groups: agent=hierarchical keeps its format, the suite its limits
         cfg = compose_job(command, ["logger=none", f"tasks={name}", "agent=hierarchical"])
         assert (cfg.env.action_format, cfg.env.toolset, cfg.env.max_turns) == ("hierarchical", "earthbench", 20)
@@ -111,6 +114,7 @@ def test_the_suite_presets_bring_earthbenchs_env_keys_and_the_command_line_wins(
         cfg = compose_job(command, ["logger=none"])
         assert (cfg.tasks.name, cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == (
             "earthrl-mini-core", "mini", 3072, 5)
+        assert cfg.cluster.vllm.max_model_len == 8192
     assert cfg.tasks.split == ("test" if command == "eval" else "train")
 
 
