@@ -25,7 +25,7 @@ from earthrl.launch import lifecycle
 from earthrl.launch.compute import job_device
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import HostBudget, job_budget
-from earthrl.launch.job_inputs import check_job_config, data_root, load_tasks, model_path
+from earthrl.launch.job_inputs import check_job_config, check_replay, data_root, load_tasks, model_path
 from earthrl.launch.sweep import sweep_job_dirname
 from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
@@ -170,7 +170,12 @@ class EvalJob:
             raise ConfigError(f"eval.trajectories={ev.trajectories}: no such file")
         live = recorded is None  # episodes will run: the data and the model must be there
         root = data_root(cfg) if live else data_dir(cfg.tasks.data)
-        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live)
+        # replay mode reads no scenes: the recorded outputs stand in for them
+        replay = live and cfg.env.mode == "replay"
+        tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=live and not replay,
+                           mode=str(cfg.env.mode) if live else None)
+        if replay:
+            check_replay(tasks, root)
         tasks = tasks if ev.max_tasks is None else tasks[: int(ev.max_tasks)]
         if not live:
             return EvalInputs(output_dir=output_dir, recorded=recorded, data_root=root, tasks=tasks)

@@ -16,6 +16,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.core.env import MODES
+from earthrl.envs.core.replay import RECORDINGS, load_recordings
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.errors import ConfigError
@@ -201,18 +202,20 @@ def data_root(cfg: DictConfig) -> Path:
 
 
 def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split",
-               check_data: bool = True) -> list[dict]:
+               check_data: bool = True, mode: str | None = None) -> list[dict]:
     """The tasks of suite or task file ``name`` in ``split``, as dicts, each checked against the
-    tool registry (every reference tool exists) and, with ``check_data``, the data (every scene
-    it names exists under ``root``).
+    tool registry (every reference tool exists), with ``mode`` against the env mode (:func:`check_mode`)
+    and, with ``check_data``, the data (every scene it names exists under ``root``).
 
     Args:
         split_key: the config key that chose ``split`` (named in the error when it has no tasks).
-        check_data: False when no episode will run (scoring recorded trajectories).
+        check_data: False when no episode will run (scoring recorded trajectories) or none reads scenes (replay).
+        mode: the ``env.mode`` the episodes will run in; None when none will run.
 
     Raises:
         ConfigError: an unknown suite, a missing or malformed task file (one line: file, line,
-            task id, field), a task naming unknown scenes or tools, or no task in ``split``.
+            task id, field), a suite whose files are not under ``root``, a task naming unknown scenes or
+            tools, a replay-only task in another mode, or no task in ``split``.
     """
     try:  # every task of the file or suite is checked, not only those of ``split``
         every = load_suite(name, split=None, data_root=root)
@@ -220,6 +223,10 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
         raise
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"tasks.name={name}: {exc.args[0] if isinstance(exc, KeyError) else exc}") from None
+    except FileNotFoundError as exc:  # a suite read from the user's folder (Earth-Bench): the message names tasks.data
+        raise ConfigError(f"tasks={name}: {exc}") from None
+    if mode is not None:
+        check_mode([t.template for t in every], mode, name)
     for task in every:
         where = f"{task.origin}: " if task.origin else f"suite {name}: "
         unknown = [c.name for c in task.reference if c.name not in TOOLS]
@@ -235,6 +242,44 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
     if not tasks:
         raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
     return tasks
+
+
+def check_mode(templates: list[str], mode: str, name: str) -> None:
+    """Tasks of a template with recorded tool outputs (a source in :data:`~earthrl.envs.core.replay.RECORDINGS`:
+    Earth-Bench, whose rasters are not distributed and whose Earth-Agent tools compute nothing in EarthRL) run
+    in ``env.mode=replay`` only; ``templates`` are the templates of suite or task file ``name``.
+
+    Raises:
+        ConfigError: one line naming ``env.mode`` and the fix (``env.mode=replay``).
+    """
+    if mode == "replay":
+        return
+    recorded = sorted({t for t in templates if t in RECORDINGS})
+    if recorded:
+        raise ConfigError(f"env.mode={mode}: tasks={name} (template {recorded[0]}) has no rasters to run on (they are "
+                          "not distributed; its tools answer from the recorded outputs); set env.mode=replay "
+                          "(docs/earthbench.md)")
+
+
+def check_replay(tasks: list[dict], root: Path) -> None:
+    """``env.mode=replay`` can answer ``tasks`` from ``root``: every task's template has a recording source and
+    the source's recordings under ``root`` hold the task (replay reads no scenes; the recorded outputs stand in).
+
+    Raises:
+        ConfigError: one line naming ``env.mode=replay`` or ``tasks.data`` and the fix.
+    """
+    for template in sorted({t["template"] for t in tasks}):
+        try:
+            recorded = load_recordings(template, str(root))
+        except KeyError as exc:
+            raise ConfigError(f"env.mode=replay: {exc.args[0]}, or run tasks=earthbench or earthbench-rsclaw "
+                              "with tasks.data=the Earth-Bench folder") from None
+        except (FileNotFoundError, ValueError) as exc:
+            raise ConfigError(f"tasks.data={root}: replay reads the recorded tool outputs there: {exc}") from None
+        missing = [t["id"] for t in tasks if t["template"] == template and t["id"] not in recorded]
+        if missing:
+            raise ConfigError(f"tasks.data={root}: no recorded calls for {len(missing)} task(s) ({missing[0]} …); "
+                              "give the folder the tasks were loaded from")
 
 
 def holds_run(output_dir: Path) -> bool:

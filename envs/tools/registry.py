@@ -79,6 +79,9 @@ class Tool:
         domain: one of SimCRAFT's five :data:`DOMAINS`; family: HiRS ``"SPA"|"PRA"|"SAA"``.
         skills: skill-tree nodes it belongs to; sensors: sensors it accepts (``"any"`` for all).
         output_kind: one of :data:`OUTPUT_KINDS`; valid_range: plausible output range for the verifier, or None.
+        surface: whose tool surface it belongs to: ``"earthrl"`` (EarthRL's own tools, the ``all`` and
+            ``skills`` toolsets) or ``"earthagent"`` (Earth-Agent's tools that Earth-Bench's references
+            call, :mod:`earthrl.envs.tools.earthagent`, the ``earthbench`` toolset).
     """
 
     name: str
@@ -91,24 +94,29 @@ class Tool:
     sensors: tuple[str, ...]
     output_kind: str
     valid_range: tuple[float, float] | None = None
+    surface: str = "earthrl"
 
 
+#: the surfaces a tool can belong to (:attr:`Tool.surface`).
+SURFACES = ("earthrl", "earthagent")
 #: the tool modules, in prompt order; importing one registers its tools.
 TOOL_MODULES = tuple(f"earthrl.envs.tools.{m}" for m in (
-    "mini_toolset", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz"))
+    "mini_toolset", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz", "earthagent"))
 TOOLS: Registry = Registry("tool", TOOL_MODULES)
 
 
 def register_tool(name: str, *, args: type[BaseModel], description: str, domain: str, family: str,
                   skills: list[str] | tuple[str, ...], output_kind: str,
                   sensors: list[str] | tuple[str, ...] = ("any",),
-                  valid_range: tuple[float, float] | None = None, replace: bool = False):
+                  valid_range: tuple[float, float] | None = None, replace: bool = False,
+                  surface: str = "earthrl"):
     """Decorator registering ``fn`` as tool ``name`` in :data:`TOOLS`.
 
     Raises:
         ValueError: ``name`` is already registered (pass ``replace=True`` to override on
             purpose), or ``domain``/``family``/a skill/``output_kind`` is not one of
-            :data:`DOMAINS`/:data:`FAMILIES`/:data:`SKILLS`/:data:`OUTPUT_KINDS`.
+            :data:`DOMAINS`/:data:`FAMILIES`/:data:`SKILLS`/:data:`OUTPUT_KINDS`, or ``surface`` is
+            not one of :data:`SURFACES`.
     """
     bad = [s for s in skills if s not in SKILLS]
     if bad or not skills:
@@ -119,10 +127,12 @@ def register_tool(name: str, *, args: type[BaseModel], description: str, domain:
         raise ValueError(f"tool {name!r}: domain {domain!r} not in {DOMAINS}")
     if family not in FAMILIES:
         raise ValueError(f"tool {name!r}: family {family!r} not in {FAMILIES}")
+    if surface not in SURFACES:
+        raise ValueError(f"tool {name!r}: surface {surface!r} not in {SURFACES}")
 
     def deco(fn):
         TOOLS.add(name, Tool(name, fn, args, description, domain, family, tuple(skills),
-                             tuple(sensors), output_kind, valid_range), replace=replace)
+                             tuple(sensors), output_kind, valid_range, surface), replace=replace)
         return fn
 
     return deco

@@ -2,7 +2,9 @@
 
 - ``"mini"``: the 11 original tools of ``earthrl-mini`` (default; keeps the system prompt of a
   0.5B model on a 2-core CPU small);
-- ``"all"``: every registered tool;
+- ``"all"``: every registered tool of EarthRL's own surface (:attr:`~earthrl.envs.tools.registry.Tool.surface`);
+- ``"earthbench"``: Earth-Agent's tools that Earth-Bench's references call
+  (:mod:`earthrl.envs.tools.earthagent`) and ``answer``;
 - ``"skills"``: RS-Claw progressive disclosure — the prompt shows only the skill-tree actions and
   ``answer``; the tools of a skill become callable once the agent opens it (``open_skill``);
 - a list of tool names: exactly those (plus ``answer``).
@@ -19,7 +21,9 @@ MINI_TOOLS = ("list_files", "read_metadata", "qa_mask", "spectral_index", "band_
 TOOLSETS: Registry = Registry("toolset")
 """Toolsets by name: ``fn(tools: Mapping name -> Tool) -> list[str]`` of the tools shown from the start."""
 TOOLSETS.register("mini", lambda tools: [t for t in MINI_TOOLS if t in tools])
-TOOLSETS.register("all", lambda tools: list(tools))
+TOOLSETS.register("all", lambda tools: [n for n, t in tools.items() if t.surface == "earthrl"])
+TOOLSETS.register("earthbench", lambda tools: [n for n, t in tools.items() if t.surface == "earthagent"] +
+                  (["answer"] if "answer" in tools else []))
 TOOLSETS.register("skills", lambda tools: ["answer"])
 
 

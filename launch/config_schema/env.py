@@ -37,8 +37,11 @@ class EnvConfig:
 
     action_format: str = setting("json", "how an action is written: json (<tool_call>), codeact (a Python block), "
                                          "hierarchical (manager/specialist turns); envs.formats registry")
-    mode: str = setting("execute", "execute: real computation on the rasters; mock: SimCRAFT mock engine (no pixels)")
-    toolset: Any = setting("mini", "mini (the 11 earthrl-mini tools) | all | skills (progressive disclosure) | "
+    mode: str = setting("execute", "execute: real computation on the rasters; mock: SimCRAFT mock engine (no pixels); "
+                                   "replay: a call matching a recorded reference call returns its recorded output "
+                                   "(tasks=earthbench with tasks.data=the Earth-Bench folder; envs/core/replay.py)")
+    toolset: Any = setting("mini", "mini (the 11 earthrl-mini tools) | all (EarthRL's tools) | skills (progressive "
+                                   "disclosure) | earthbench (Earth-Agent's 83 tools that Earth-Bench calls) | "
                                    "a list of tool names")
     inject_errors: Any = setting(None, "injected tool errors, e.g. {rate: 0.1, seed: 0} "
                                                             "(keys: InjectErrorsConfig); null: none",

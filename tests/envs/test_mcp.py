@@ -34,7 +34,9 @@ def test_serve_tools_lists_and_runs_real_tools(data_root, tmp_path, raw):
 
     listed, ndvi, stats, bad = anyio.run(_session, data_root, tmp_path / "ws")
     tools = {t.name: t for t in listed.tools}
-    assert set(TOOLS) <= set(tools) and {"list_skills", "open_skill", "read_tool_doc"} <= set(tools)
+    own = {n for n, t in TOOLS.items() if t.surface == "earthrl"}  # Earth-Agent's: env.toolset=earthbench only
+    assert own <= set(tools) and {"list_skills", "open_skill", "read_tool_doc"} <= set(tools)
+    assert not [n for n in tools if n in TOOLS and TOOLS[n].surface != "earthrl"]
     schema = tools["threshold_mask"].input_schema
     assert schema["required"] == ["name", "value"] and schema["properties"]["value"]["type"] == "number"
 

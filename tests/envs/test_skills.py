@@ -26,7 +26,9 @@ def test_the_seven_skills_have_registered_tools():
     for sid in SKILL_IDS:
         names = skill_tools(sid, TOOLS)
         assert names and all(n in TOOLS for n in names)
-        assert [t for t in TOOLS.values() if sid in t.skills and t.name not in names] == []
+        # every EarthRL tool of the skill; Earth-Agent's tools (env.toolset=earthbench) never
+        assert [t for t in TOOLS.values() if sid in t.skills and t.name not in names and t.surface == "earthrl"] == []
+        assert not [n for n in names if TOOLS[n].surface != "earthrl"]
     assert {"qa_mask", "pixel_share"} <= set(skill_tools("cloud_masking", TOOLS))
     assert "raster_difference" in skill_tools("change_trend", TOOLS)
     with pytest.raises(KeyError, match="water_flood"):

@@ -11,6 +11,10 @@ def test_answer_correct_numeric_choice_text():
     assert not answer_correct({"value": 12.5, "unit": "km2"}, ref)
     assert not answer_correct(None, ref)
     assert answer_correct({"value": "(b)"}, {"kind": "choice", "value": "B"})
+    # Earth-Agent's answer tags (its end-to-end evaluation): the tagged letter, not the text's first one
+    assert answer_correct({"value": "After the steps: <Answer>B<Answer>"}, {"kind": "choice", "value": "B"})
+    assert answer_correct({"value": "<answer>(b)</Answer>"}, {"kind": "choice", "value": "B"})
+    assert not answer_correct({"value": "<Answer>A<Answer>"}, {"kind": "choice", "value": "B"})
     assert answer_correct({"value": " Increasing  trend"}, {"kind": "text", "value": "increasing trend"})
 
 
