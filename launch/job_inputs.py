@@ -7,9 +7,12 @@ Each function raises :class:`~earthrl.envs.errors.ConfigError` with one line nam
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import keyword
 import random
 import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +40,12 @@ OUTPUT_DIR_KEYS = {"train": "trainer.output_dir", "eval": "eval.output_dir", "sf
 
 def check_output_dir(key: str, output_dir: str | Path | None) -> None:
     """``output_dir`` (the value of config key ``key``; None: the command's default) can be a folder:
-    neither it nor a folder above it is a file. Checked before anything is written.
+    neither it nor a folder above it is a file, and its nearest existing folder takes a new folder (a
+    temporary one is made and removed there: nothing is left). Checked before anything is written.
 
     Raises:
-        ConfigError: one line naming ``key``, the file in the way and the fix.
+        ConfigError: one line naming ``key``, the file in the way or the folder that cannot be written, and
+            the fix.
     """
     if output_dir is None or str(output_dir) == "":
         return
@@ -49,6 +54,14 @@ def check_output_dir(key: str, output_dir: str | Path | None) -> None:
         where = "is a file" if blocker == path else f"is under {blocker}, which is a file"
         raise ConfigError(f"{key}={output_dir} {where}; name a folder (a new one, or the run folder "
                           f"to continue) with {key}=DIR")
+    base = path.absolute()
+    while not base.exists():
+        base = base.parent
+    try:
+        Path(tempfile.mkdtemp(prefix=".earthrl-write-check-", dir=base)).rmdir()
+    except OSError as exc:
+        raise ConfigError(f"{key}={output_dir}: cannot write in {base} ({exc.strerror or exc}); name a folder "
+                          f"you can write with {key}=DIR") from None
 
 
 def check_env(env) -> None:
@@ -64,10 +77,15 @@ def check_env(env) -> None:
     if env.mode not in MODES:
         raise ConfigError(f"env.mode={env.mode}: use one of {', '.join(MODES)}")
     try:
-        resolve_toolset(env.toolset, TOOLS)
+        shown = resolve_toolset(env.toolset, TOOLS)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if env.action_format == "codeact":
+        bad = [n for n in shown if not n.isidentifier() or keyword.iskeyword(n) or hasattr(builtins, n)]
+        if bad:
+            raise ConfigError(f"env.toolset={env.toolset} has tools that are not Python function names "
+                              f"({', '.join(bad[:3])}{', …' if len(bad) > 3 else ''}), which codeact calls as "
+                              "functions; use env=json (or env=hierarchical) with this toolset")
         try:
             sandbox_backend(env.format_options.sandbox.allow_weaker)
         except SandboxUnavailable as exc:

@@ -64,11 +64,15 @@ class HiRSOptions:
 
     def check(self) -> None:
         """Raises: ValueError naming the bad option and what it accepts."""
+        for key in ("verify", "structured_state"):  # a quoted 'false' is a string: refused, never taken as on
+            if not isinstance(getattr(self, key), bool):
+                raise ValueError(f"{key}={getattr(self, key)!r}: use true or false (unquoted)")
         if self.cross_check not in CROSS_CHECKS:
             raise ValueError(f"cross_check={self.cross_check}: use one of {', '.join(CROSS_CHECKS)}")
         for key in ("max_replans", "memory_chars"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < 0:
-                raise ValueError(f"{key}={getattr(self, key)}: use a whole number ≥ 0")
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{key}={value}: use a whole number ≥ 0")
 
 
 @dataclass

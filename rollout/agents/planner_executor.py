@@ -92,11 +92,12 @@ class PlannerExecutorOptions:
 
     def check(self) -> None:
         """Raises: ValueError naming the bad option and what it accepts."""
-        for key in ("max_node_retries", "max_repairs", "max_plan_retries", "memory_chars", "node_candidates"):
+        for key in ("max_node_retries", "max_repairs", "max_plan_retries", "memory_chars"):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{key}={value}: use a whole number ≥ 0")
-        if not 1 <= self.node_candidates <= MAX_NODE_CANDIDATES:
+        g = self.node_candidates
+        if not isinstance(g, int) or isinstance(g, bool) or not 1 <= g <= MAX_NODE_CANDIDATES:
             raise ValueError(f"node_candidates={self.node_candidates}: use 1 (one call per node) to "
                              f"{MAX_NODE_CANDIDATES} (G calls sampled from each node state)")
 

