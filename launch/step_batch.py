@@ -95,5 +95,6 @@ def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
                                 "turns": [{"response": u.response_text, "observation": u.observation, "error": u.error,
                                            "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
                                            "node": u.node, "adapter": u.adapter, "subgoal": u.subgoal,
-                                           "verdict": u.verdict, "anchor": u.anchor}
+                                           "verdict": u.verdict, "anchor": u.anchor, "candidate": u.candidate,
+                                           "node_state": u.node_state}
                                           for u in t.turns]}) + "\n")
