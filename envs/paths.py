@@ -24,7 +24,10 @@ def model_dir(name: str) -> Path:
 
 
 def data_dir(name: str) -> Path:
-    """Folder of the fetched data set ``name`` (may not exist yet)."""
+    """Folder of the fetched data set ``name`` (may not exist yet), or ``name`` itself when it is a path (it
+    has a ``/``; ``~`` is expanded)."""
+    if "/" in name:
+        return Path(name).expanduser()
     return earthrl_home() / "data" / name
 
 

@@ -226,6 +226,27 @@ def train_rows(cfg) -> int:
                int(ho.max_tasks) * int(ho.samples) if int(ho.every) > 0 else 0)
 
 
+def check_context_fits(cfg, max_model_len: int) -> None:
+    """Refuse a vLLM job whose sequence limit cannot hold what an episode sends: a context of up to
+    ``env.max_context_tokens`` tokens (the agent loop ends an episode past it) plus one turn's response of
+    ``max_new_tokens`` (``sampling`` for eval, ``algorithm.sampling`` for train). Past the limit the engine
+    refuses the request and the episode ends in an engine error instead of an answer.
+
+    Raises:
+        ConfigError: one line naming the three values and both fixes.
+    """
+    sampling = cfg.get("sampling") or (cfg.get("algorithm") or {}).get("sampling")
+    if sampling is None or "env" not in cfg:
+        return
+    context, response = int(cfg.env.max_context_tokens), int(sampling.max_new_tokens)
+    if context + response > max_model_len:
+        key = "sampling" if "sampling" in cfg else "algorithm.sampling"
+        raise ConfigError(f"cluster.vllm.max_model_len={max_model_len} cannot hold an episode's context "
+                          f"(env.max_context_tokens={context}) and one turn's response ({key}.max_new_tokens="
+                          f"{response}): set cluster.vllm.max_model_len={context + response} or lower "
+                          "env.max_context_tokens")
+
+
 def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | None:
     """The :func:`plan` of a composed ``earthrl train`` / ``eval`` config, or None when its rollout engine is
     not vLLM on a CPU (``cluster.engine`` resolved as the rollout runtime resolves it, ``cluster.device`` as
@@ -238,18 +259,22 @@ def job_budget(cfg, model_path: Path, rows: int, learner: bool) -> HostBudget | 
         learner: whether a trainer process holds the policy beside the engine (train; not eval).
 
     Raises:
-        ConfigError: ``cluster.vllm.max_model_len`` exceeds the model's context, the job does not fit
-            (see :func:`plan`), or ``cluster.device=cuda`` without CUDA.
+        ConfigError: ``cluster.vllm.max_model_len`` exceeds the model's context or cannot hold an episode's
+            context and one turn's response (:func:`check_context_fits`), the job does not fit (see
+            :func:`plan`), or ``cluster.device=cuda`` without CUDA.
     """
     from earthrl.rollout.engines import resolve_engine  # lazy: torch and the engines at import
 
     vllm = cfg.cluster.get("vllm") or {}
     device = job_device(cfg)[0]
-    if resolve_engine(str(cfg.cluster.engine), str(vllm.get("python", "auto")))[0] != "vllm" or device == "cuda":
+    if resolve_engine(str(cfg.cluster.engine), str(vllm.get("python", "auto")))[0] != "vllm":
+        return None
+    max_len = int(vllm.get("max_model_len", 8192))
+    check_context_fits(cfg, max_len)
+    if device == "cuda":
         return None
     arch = Arch.from_folder(model_path)
     dtype = job_dtype(cfg, device)[0]
-    max_len = int(vllm.get("max_model_len", 8192))
     context = context_length(model_path)
     if context is not None and max_len > context:
         raise ConfigError(f"cluster.vllm.max_model_len={max_len} is longer than the model's context "

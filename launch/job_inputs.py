@@ -213,6 +213,9 @@ def data_root(cfg: DictConfig) -> Path:
         ConfigError: not fetched and no user catalogue (names the fetch and the add command).
     """
     root = data_dir(cfg.tasks.data)
+    if "/" in str(cfg.tasks.data) and not root.is_dir():
+        raise ConfigError(f"tasks.data={cfg.tasks.data}: no such folder; give a folder that exists, or the name of a "
+                          "fetched data set (`earthrl fetch data NAME`)")
     if not root.is_dir() and not user_index_path().is_file():  # user scenes alone are data too
         raise ConfigError(f"data set {cfg.tasks.data} not found at {root}: run `earthrl fetch data {cfg.tasks.data}`, "
                           "or index your own rasters with `earthrl catalog add DIR|STAC_JSON`")

@@ -113,6 +113,17 @@ def test_a_budget_that_cannot_fit_stops_before_anything_is_written(tmp_path, tin
     assert str(err.value).startswith(f"cluster.vllm.max_model_len={context + 1} is longer than the model's context "
                                      f"({context} tokens, max_position_embeddings of ")
     assert str(err.value).endswith(f"set cluster.vllm.max_model_len={context} or less")
+    with pytest.raises(ConfigError) as err:  # 4,000 + 200 > 4,096: the first long turn would end in an engine error
+        check_overrides(["model=tiny-llama", "cluster.engine=vllm", "cluster.vllm.max_model_len=4096",
+                         "env.max_context_tokens=4000", "algorithm.sampling.max_new_tokens=200",
+                         f"trainer.output_dir={out}"], config_name="train")
+    assert str(err.value) == ("cluster.vllm.max_model_len=4096 cannot hold an episode's context "
+                              "(env.max_context_tokens=4000) and one turn's response (algorithm.sampling."
+                              "max_new_tokens=200): set cluster.vllm.max_model_len=4200 or lower env.max_context_tokens")
+    with pytest.raises(ConfigError, match=r"max_model_len=1000 cannot hold .*\(sampling.max_new_tokens=64\)"):
+        check_overrides(["model=tiny-llama", "cluster.engine=vllm", "cluster.vllm.max_model_len=1000",
+                         "env.max_context_tokens=1000", "sampling.max_new_tokens=64",
+                         f"eval.output_dir={out}"], config_name="eval")
     with pytest.raises(ConfigError, match=r"^cluster.vllm.cpu_memory_gib=abc must be auto or a number$"):
         check_overrides(["model=tiny-llama", "cluster.vllm.cpu_memory_gib=abc", f"trainer.output_dir={out}"],
                         config_name="train")

