@@ -11,8 +11,15 @@
 
 A tool that writes an artifact (output kind in :data:`~earthrl.envs.data.artifacts.KINDS`: raster,
 mask, classes, series, vector ...) registers a placeholder artifact (no file, ``units="mock"``) with
-its lineage (parents + call), so later calls can depend on it. Its name is the call's output
-argument (``output_path``, ``output``, ...; the file stem) or ``<tool>_<sha1(call)[:8]>``.
+its lineage (parents + call), so later calls can depend on it. Its name is the one execute mode
+gives, derived by the same function: the tool's
+:attr:`~earthrl.envs.tools.registry.Tool.output_name` (``spectral_index(scene="S2_X", index="ndvi")``
+-> ``ndvi_S2_X``, ``threshold_mask(name="ndvi_S2_X", op=">", value=0.3)`` -> ``ndvi_S2_X_gt0.3``),
+which the tool's own code names its file with; it reads the registry (scene ids, band spellings,
+artifact names) and the arguments, never pixels. So a workflow that runs in execute mode replays
+in mock mode without a ``hallucinated_path``. A tool without that rule (Earth-Agent's, answered
+only in replay mode) takes the call's output argument (``output_path``, ``output``, ...; the file
+stem), or ``<tool>_<sha1(call)[:8]>`` when the call names none.
 Catalogue tools (``list_files``) and ``answer`` run for real (they touch no pixels).
 
 Which arguments name data: fields whose pydantic ``json_schema_extra`` has ``{"artifact":
@@ -122,6 +129,21 @@ def register_placeholder(registry: ArtifactRegistry, name: str, *, kind: str = "
     return art
 
 
+def output_names(registry: ArtifactRegistry, tool: Tool, args, call: dict) -> list[str]:
+    """Names of the artifacts ``tool`` writes for ``call`` (see module doc): its
+    :attr:`~earthrl.envs.tools.registry.Tool.output_name` (the rule execute mode names its file
+    with), else the call's output arguments, else ``<tool>_<sha1(call)[:8]>``.
+
+    Raises:
+        ToolError: the rule refuses an argument it names by (an unknown index, band or CRS).
+    """
+    if tool.output_name is not None:
+        return [tool.output_name(ToolContext(registry, call), args)]
+    outs = [o for _, o in data_arguments(tool, args.model_dump(), "output")]
+    digest = hashlib.sha1(json.dumps(call, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return outs or [f"{tool.name}_{digest}"]
+
+
 def run_mock(registry: ArtifactRegistry, tool: Tool, args, call: dict) -> ToolResult:
     """Check and "run" ``tool`` without pixels (see module doc).
 
@@ -153,9 +175,7 @@ def run_mock(registry: ArtifactRegistry, tool: Tool, args, call: dict) -> ToolRe
     if tool.output_kind not in KINDS:
         return ToolResult(f"[mock] {tool.name} accepted (inputs: {', '.join(parents) or 'none'})",
                           {"mock": True, "parents": parents})
-    outs = data_arguments(tool, arguments, "output")
-    digest = hashlib.sha1(json.dumps(call, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    names = [o for _, o in outs] or [f"{tool.name}_{digest}"]
+    names = output_names(registry, tool, args, call)
     one = lambda s: s.pop() if len(s) == 1 else None  # noqa: E731
     sensor, date = one(set(sensors)), one({d for d in dates if d})
     arts = [register_placeholder(registry, n, kind=tool.output_kind, parents=parents, call=call,

@@ -17,9 +17,8 @@ import json
 def scripted_actions(task: dict, action_format: str) -> list[str]:
     """The scripted policy: the reference calls, then the answer, as action texts.
 
-    The mock engine names artifacts by call (``spectral_index_<hash>``), not as the real tools do,
-    so a reference call that names an earlier output is a ``hallucinated_path`` error observation
-    in mock mode; the episode still ends with its answer.
+    The mock engine names artifacts as the real tools do (:attr:`~earthrl.envs.tools.registry.Tool.output_name`),
+    so a reference workflow replays in mock mode without an error observation.
 
     Args:
         task: a TaskSpec dict (``reference`` and ``answer`` are read).

@@ -104,22 +104,18 @@ def load_layer(reg: ArtifactRegistry, ref: str, dtype=np.float32) -> Layer:
         ToolError: a scene without a band, an unknown band (names the bands), a non-raster
             artifact (``wrong_kind``) or an unreadable GeoTIFF (``corrupt_file``).
     """
-    ref = str(ref).strip()
-    if ":" in ref or ref in reg.scenes:
-        sid, _, band = ref.partition(":")
+    source = layer_source(reg, ref)
+    sid, _, b = source.partition(":")
+    if b:
         scene = reg.scene(sid)
-        if not band:
-            raise ToolError("tool_error", f"{ref!r} is a scene; give one band as "
-                            f"'{scene.id}:<band>', bands: {', '.join(scene.bands)}")
         try:
-            arr, meta = reflectance(scene, band, dtype)
+            arr, meta = reflectance(scene, b, dtype)
         except KeyError as e:
             raise ToolError("tool_error", str(e.args[0])) from None
-        b = scene.band_name(band)
         units = band_units(scene, b)
-        return Layer(arr, meta["crs"], meta["transform"], units, f"{scene.id}:{b}",
+        return Layer(arr, meta["crs"], meta["transform"], units, source,
                      "classes" if units.endswith(" class") else "band", scene.sensor, scene.date)
-    art = reg.get(ref)
+    art = reg.get(source)
     arr = reg.array(art.name)
     if art.kind in ("mask", "classes"):
         arr = np.where(arr == 255, np.nan, arr).astype(np.float32)
@@ -129,6 +125,30 @@ def load_layer(reg: ArtifactRegistry, ref: str, dtype=np.float32) -> Layer:
         arr = arr.astype(dtype)
     return Layer(arr, art.crs, Affine(*art.transform), art.units, art.name, art.kind,
                  art.sensor, art.date)
+
+
+def layer_source(reg: ArtifactRegistry, ref: str) -> str:
+    """The canonical name of raster reference ``ref`` without reading pixels: ``<scene id>:<band>``
+    with the scene's own spelling of the band for a scene band, else the registered artifact's
+    name (``ndvi_X.tif`` -> ``ndvi_X``). :func:`load_layer` gives it as :attr:`Layer.source`, and
+    output names derived from inputs use it (:attr:`~earthrl.envs.tools.registry.Tool.output_name`).
+
+    Raises:
+        HallucinatedPathError: unknown artifact / scene.
+        ToolError: a scene without a band, or an unknown band (names the bands).
+    """
+    ref = str(ref).strip()
+    if ":" in ref or ref in reg.scenes:
+        sid, _, band = ref.partition(":")
+        scene = reg.scene(sid)
+        if not band:
+            raise ToolError("tool_error", f"{ref!r} is a scene; give one band as "
+                            f"'{scene.id}:<band>', bands: {', '.join(scene.bands)}")
+        try:
+            return f"{scene.id}:{scene.band_name(band)}"
+        except KeyError as e:
+            raise ToolError("tool_error", str(e.args[0])) from None
+    return reg.get(ref).name
 
 
 def check_raster_size(tool: str, rows: float, cols: float, argument: str, fix: str) -> None:
@@ -318,5 +338,5 @@ def decimal_years(dates: list[str]) -> np.ndarray:
 
 __all__ = ["ALL_SKILLS", "MAX_RASTER_PIXELS", "Layer", "align", "call_hash", "check_raster_size",
            "decimal_years", "fmt",
-           "load_layer", "load_series", "load_vector", "out_name", "parents", "provenance",
+           "layer_source", "load_layer", "load_series", "load_vector", "out_name", "parents", "provenance",
            "same_grid", "valid_values", "write_png", "write_raster", "write_vector"]

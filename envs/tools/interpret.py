@@ -11,7 +11,7 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.common import align, call_hash, fmt, load_layer, load_vector, out_name, write_raster
-from earthrl.envs.tools.mini_toolset import compare, compute_index
+from earthrl.envs.tools.mini_toolset import _spyndex_index, compare, compute_index
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _AI = dict(domain="AI Interpretation")
@@ -43,8 +43,13 @@ class KmeansArgs(Args):
     seed: int = Field(0, ge=0)
 
 
+def kmeans_classify_name(ctx: ToolContext, args: KmeansArgs) -> str:
+    """``km<k>_<call hash>``."""
+    return out_name(f"km{args.k}", call_hash(ctx))
+
+
 @register_tool("kmeans_classify", args=KmeansArgs, description="Unsupervised k-means classes of rasters.",
-               family="SPA", skills=["land_cover"], output_kind="classes", **_AI)
+               family="SPA", skills=["land_cover"], output_kind="classes", output_name=kmeans_classify_name, **_AI)
 def kmeans_classify(ctx: ToolContext, args: KmeansArgs) -> ToolResult:
     """k-means (``sklearn.cluster.KMeans``, n_init 4, ``seed``) fitted on the valid pixels of the
     stacked features (a seeded sample of :data:`FIT_SAMPLE` pixels when there are more), every
@@ -67,7 +72,7 @@ def kmeans_classify(ctx: ToolContext, args: KmeansArgs) -> ToolResult:
     rank[order] = np.arange(args.k)
     out = np.full(ok.shape, 255, np.uint8)
     out[ok] = rank[km.predict(x.astype(np.float64))]
-    res = write_raster(ctx, out_name(f"km{args.k}", call_hash(ctx)), out, layers, kind="classes", units="class")
+    res = write_raster(ctx, kmeans_classify_name(ctx, args), out, layers, kind="classes", units="class")
     counts = np.bincount(out[ok], minlength=args.k)
     res.data["class_px"] = [int(c) for c in counts]
     res.data["centers"] = km.cluster_centers_[order].tolist()
@@ -81,8 +86,13 @@ class SlicArgs(Args):
     compactness: float = Field(0.1, gt=0, le=100, description="higher = squarer segments")
 
 
+def slic_segments_name(ctx: ToolContext, args: SlicArgs) -> str:
+    """``slic_<call hash>``."""
+    return out_name("slic", call_hash(ctx))
+
+
 @register_tool("slic_segments", args=SlicArgs, description="SLIC superpixel segmentation of rasters.",
-               family="SPA", skills=["land_cover"], output_kind="segments", **_AI)
+               family="SPA", skills=["land_cover"], output_kind="segments", output_name=slic_segments_name, **_AI)
 def slic_segments(ctx: ToolContext, args: SlicArgs) -> ToolResult:
     """SLIC superpixels (``skimage.segmentation.slic``, features min-max scaled to 0-1, nodata
     pixels masked out): int32 segment ids >= 0 (-1 nodata), ``slic_<hash>``.
@@ -101,7 +111,7 @@ def slic_segments(ctx: ToolContext, args: SlicArgs) -> ToolResult:
     seg = slic(x, n_segments=args.n_segments, compactness=args.compactness, channel_axis=-1,
                mask=ok, start_label=1, enforce_connectivity=True).astype(np.int32) - 1
     seg[~ok] = -1
-    res = write_raster(ctx, out_name("slic", call_hash(ctx)), seg, layers, kind="segments", units="segment")
+    res = write_raster(ctx, slic_segments_name(ctx, args), seg, layers, kind="segments", units="segment")
     n = len(np.unique(seg[ok]))
     res.data["segments"] = n
     res.text += f"; {n} segments"
@@ -116,9 +126,15 @@ class RfArgs(Args):
     seed: int = Field(0, ge=0)
 
 
+def random_forest_classify_name(ctx: ToolContext, args: RfArgs) -> str:
+    """``rf_<call hash>``."""
+    return out_name("rf", call_hash(ctx))
+
+
 @register_tool("random_forest_classify", args=RfArgs,
                description="Random-forest classes from labelled polygons.",
-               family="SPA", skills=["land_cover"], output_kind="classes", **_AI)
+               family="SPA", skills=["land_cover"], output_kind="classes",
+               output_name=random_forest_classify_name, **_AI)
 def random_forest_classify(ctx: ToolContext, args: RfArgs) -> ToolResult:
     """Supervised classification: polygons of ``samples`` are rasterized on the feature grid
     (``rasterio.features.rasterize``, pixel centres) with their ``label_field`` (ints 0-254);
@@ -157,7 +173,7 @@ def random_forest_classify(ctx: ToolContext, args: RfArgs) -> ToolResult:
     rf.fit(xy[:, :-1], xy[:, -1].astype(np.uint8))
     out = np.full(ok.shape, 255, np.uint8)
     out[ok] = rf.predict(stack[ok].astype(np.float64)).astype(np.uint8)
-    res = write_raster(ctx, out_name("rf", call_hash(ctx)), out, layers, kind="classes", units="class")
+    res = write_raster(ctx, random_forest_classify_name(ctx, args), out, layers, kind="classes", units="class")
     ctx.registry.get(res.artifact).parents.append(vparent)
     res.data.update(train_px={int(c): int((y[train] == c).sum()) for c in classes},
                     oob_accuracy=float(rf.oob_score_))
@@ -165,12 +181,15 @@ def random_forest_classify(ctx: ToolContext, args: RfArgs) -> ToolResult:
     return res
 
 
-def _index_mask(ctx: ToolContext, scene: str, index: str, threshold: float, tag: str) -> ToolResult:
+def _index_mask_name(ctx: ToolContext, scene: str, index: str, threshold: float, tag: str) -> str:
+    return out_name(tag, _spyndex_index(index).short_name.lower(), f"gt{threshold:g}", ctx.registry.scene(scene).id)
+
+
+def _index_mask(ctx: ToolContext, scene: str, index: str, threshold: float, tag: str, name: str) -> ToolResult:
     s = ctx.registry.scene(scene)
     arr, layers, idx = compute_index(ctx.registry, s, index)
     m = compare(arr, ">", threshold)  # exact on the stored float32 index, ties out (threshold_mask's rule)
-    res = write_raster(ctx, out_name(tag, idx.short_name.lower(), f"gt{threshold:g}", s.id), m, layers,
-                       kind="mask", units="mask")
+    res = write_raster(ctx, name, m, layers, kind="mask", units="mask")
     valid = m != 255
     pct = 100.0 * float((m[valid] == 1).mean()) if valid.any() else float("nan")
     res.data["share_pct"] = pct
@@ -184,9 +203,14 @@ class WaterArgs(Args):
     threshold: float = Field(0.0, ge=-1, le=1)
 
 
+def water_mask_name(ctx: ToolContext, args: WaterArgs) -> str:
+    """``water_<ndwi|mndwi>_gt<threshold>_<scene>``."""
+    return _index_mask_name(ctx, args.scene, args.index.upper(), args.threshold, "water")
+
+
 @register_tool("water_mask", args=WaterArgs, description="Water mask: index above a threshold.",
                family="SPA", skills=["water_flood"], output_kind="mask",
-               sensors=["sentinel-2", "landsat-8", "landsat-7"], **_AI)
+               sensors=["sentinel-2", "landsat-8", "landsat-7"], output_name=water_mask_name, **_AI)
 def water_mask(ctx: ToolContext, args: WaterArgs) -> ToolResult:
     """uint8 mask 1 where the water index (NDWI McFeeters 1996 or MNDWI Xu 2006, spyndex) exceeds
     ``threshold`` (default 0), 255 nodata; a pixel exactly on ``threshold`` is out (the tie rule
@@ -197,7 +221,7 @@ def water_mask(ctx: ToolContext, args: WaterArgs) -> ToolResult:
     """
     if args.index.upper() not in ("NDWI", "MNDWI"):
         raise ToolError("tool_error", f"index: {args.index!r}; use NDWI or MNDWI")
-    return _index_mask(ctx, args.scene, args.index.upper(), args.threshold, "water")
+    return _index_mask(ctx, args.scene, args.index.upper(), args.threshold, "water", water_mask_name(ctx, args))
 
 
 class VegArgs(Args):
@@ -205,11 +229,16 @@ class VegArgs(Args):
     threshold: float = Field(0.3, ge=-1, le=1, description="NDVI threshold")
 
 
+def vegetation_mask_name(ctx: ToolContext, args: VegArgs) -> str:
+    """``veg_ndvi_gt<threshold>_<scene>``."""
+    return _index_mask_name(ctx, args.scene, "NDVI", args.threshold, "veg")
+
+
 @register_tool("vegetation_mask", args=VegArgs, description="Vegetation mask: NDVI above a threshold.",
                family="SPA", skills=["vegetation_drought", "land_cover"], output_kind="mask",
-               sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], **_AI)
+               sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], output_name=vegetation_mask_name, **_AI)
 def vegetation_mask(ctx: ToolContext, args: VegArgs) -> ToolResult:
     """uint8 mask 1 where NDVI (spyndex) > ``threshold`` (default 0.3), 255 nodata; a pixel exactly
     on ``threshold`` is out (the tie rule of :func:`earthrl.envs.tools.mini_toolset.threshold_mask`).
     Output ``veg_ndvi_gt<t>_<scene>``."""
-    return _index_mask(ctx, args.scene, "NDVI", args.threshold, "veg")
+    return _index_mask(ctx, args.scene, "NDVI", args.threshold, "veg", vegetation_mask_name(ctx, args))

@@ -30,6 +30,7 @@ from earthrl.envs.data.scene import scene_line
 from earthrl.envs.tools import band_math
 from earthrl.envs.tools.common import ALL_SKILLS, Layer, fmt, load_layer, valid_values  # noqa: F401  (re-exported API)
 from earthrl.envs.tools.common import align as _align
+from earthrl.envs.tools.common import layer_source as _layer_source
 from earthrl.envs.tools.common import out_name as _out_name
 from earthrl.envs.tools.common import same_grid as _same_grid
 from earthrl.envs.tools.common import write_raster as _write_raster
@@ -121,9 +122,15 @@ class QaArgs(Args):
     classes: list[int] = Field(description="0 clear,1 water,2 shadow,3 snow,4 cloud")
 
 
+def qa_mask_name(ctx: ToolContext, args: QaArgs) -> str:
+    """``qa<classes>_<scene>``, classes sorted and ``-``-joined (e.g. ``qa1_LT5...``)."""
+    cls = "-".join(str(c) for c in sorted(set(args.classes)))
+    return _out_name(f"qa{cls}", ctx.registry.scene(args.scene).id)
+
+
 @register_tool("qa_mask", args=QaArgs, description="Mask of Fmask classes (Landsat).",
                domain="Data & Preprocessing", family="SPA", skills=["cloud_masking"],
-               sensors=["landsat-5", "landsat-7"], output_kind="mask")
+               sensors=["landsat-5", "landsat-7"], output_kind="mask", output_name=qa_mask_name)
 def qa_mask(ctx: ToolContext, args: QaArgs) -> ToolResult:
     """uint8 mask (1 where the Fmask code is in ``classes``, 0 elsewhere, 255 on fill) of a scene's
     QA band (CFmask codes, :data:`~earthrl.envs.data.catalog.FMASK_CLASSES`).
@@ -144,8 +151,7 @@ def qa_mask(ctx: ToolContext, args: QaArgs) -> ToolResult:
     mask[raw == 255] = 255
     layer = Layer(mask, meta["crs"], meta["transform"], "mask", f"{s.id}:{s.qa_band}", "band",
                   s.sensor, s.date)
-    cls = "-".join(str(c) for c in sorted(set(args.classes)))
-    return _write_raster(ctx, _out_name(f"qa{cls}", s.id), mask, [layer], kind="mask", units="mask")
+    return _write_raster(ctx, qa_mask_name(ctx, args), mask, [layer], kind="mask", units="mask")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,12 +269,21 @@ def compute_index(reg, s, index: str, constants: dict[str, float] | None = None)
     return arr, layers, idx
 
 
+def spectral_index_name(ctx: ToolContext, args: IndexArgs) -> str:
+    """``<index>_<scene>``, the index as spyndex spells it, lower case (e.g. ``ndvi_S2_T33UUU_20170216``).
+
+    Raises:
+        ToolError: unknown index; HallucinatedPathError: unknown scene.
+    """
+    return _out_name(_spyndex_index(args.index).short_name.lower(), ctx.registry.scene(args.scene).id)
+
+
 @register_tool("spectral_index", args=IndexArgs,
                description="Spectral index raster of a scene.",
                domain="Physical & GIS Analytics", family="PRA",
                skills=["spectral_index", "vegetation_drought", "water_flood"],
                sensors=["sentinel-2", "landsat-5", "landsat-7", "landsat-8"], output_kind="raster",
-               valid_range=(-1.0, 1.0))
+               valid_range=(-1.0, 1.0), output_name=spectral_index_name)
 def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
     """Index ``args.index`` of ``args.scene`` from the Awesome Spectral Indices catalogue
     (``spyndex.indices[...]``, ``spyndex.computeIndex``): the index's band symbols (N, R, G, B,
@@ -286,7 +301,7 @@ def spectral_index(ctx: ToolContext, args: IndexArgs) -> ToolResult:
     """
     s = ctx.registry.scene(args.scene)
     arr, layers, idx = compute_index(ctx.registry, s, args.index)
-    res = _write_raster(ctx, _out_name(idx.short_name.lower(), s.id), arr, layers, kind="raster", units="index")
+    res = _write_raster(ctx, spectral_index_name(ctx, args), arr, layers, kind="raster", units="index")
     res.text = f"{idx.short_name} of {s.id}: " + res.text
     return res
 
@@ -296,10 +311,16 @@ class MathArgs(Args):
     inputs: dict[str, str] = Field(description="var: artifact or scene:band")
 
 
+def band_math_name(ctx: ToolContext, args: MathArgs) -> str:
+    """``bm_<sha1 of [expr, sorted inputs]>[:8]``."""
+    key = json.dumps([args.expr, sorted(args.inputs.items())])
+    return "bm_" + hashlib.sha1(key.encode()).hexdigest()[:8]
+
+
 @register_tool("band_math", args=MathArgs,
                description="Raster from an expression.",
                domain="Physical & GIS Analytics", family="PRA", skills=["spectral_index"],
-               output_kind="raster")
+               output_kind="raster", output_name=band_math_name)
 def band_math_tool(ctx: ToolContext, args: MathArgs) -> ToolResult:
     """Evaluate ``args.expr`` with the safe AST evaluator (:func:`earthrl.envs.tools.band_math.evaluate`;
     no Python eval) over ``inputs`` (variable -> artifact name or ``scene:band``, bands as
@@ -323,9 +344,7 @@ def band_math_tool(ctx: ToolContext, args: MathArgs) -> ToolResult:
     except band_math.UnsafeExpressionError as e:
         raise ToolError("tool_error", f"expr: {e}") from None
     arr[~np.isfinite(arr)] = np.nan
-    key = json.dumps([args.expr, sorted(args.inputs.items())])
-    return _write_raster(ctx, "bm_" + hashlib.sha1(key.encode()).hexdigest()[:8], arr, layers,
-                         kind="raster", units="expression")
+    return _write_raster(ctx, band_math_name(ctx, args), arr, layers, kind="raster", units="expression")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,10 +357,16 @@ class ThresholdArgs(Args):
     value: float
 
 
+def threshold_mask_name(ctx: ToolContext, args: ThresholdArgs) -> str:
+    """``<name>_<gt|ge|lt|le|eq|ne><value>`` (a scene band ``S:B08`` as ``S_B08``)."""
+    return _out_name(_layer_source(ctx.registry, args.name).replace(":", "_"), f"{_OP_NAMES[args.op]}{args.value:g}")
+
+
 @register_tool("threshold_mask", args=ThresholdArgs,
                description="Mask where raster op value.",
                domain="AI Interpretation", family="SPA",
-               skills=["water_flood", "vegetation_drought", "land_cover"], output_kind="mask")
+               skills=["water_flood", "vegetation_drought", "land_cover"], output_kind="mask",
+               output_name=threshold_mask_name)
 def threshold_mask(ctx: ToolContext, args: ThresholdArgs) -> ToolResult:
     """uint8 mask: 1 where ``raster <op> value``, 0 elsewhere, 255 (nodata) where the raster is
     NaN. Output ``<name>_<gt|ge|lt|le|eq|ne><value>``.
@@ -350,8 +375,7 @@ def threshold_mask(ctx: ToolContext, args: ThresholdArgs) -> ToolResult:
     """
     layer = load_layer(ctx.registry, args.name)
     mask = compare(layer.arr, args.op, args.value)
-    name = _out_name(layer.source.replace(":", "_"), f"{_OP_NAMES[args.op]}{args.value:g}")
-    return _write_raster(ctx, name, mask, [layer], kind="mask", units="mask")
+    return _write_raster(ctx, threshold_mask_name(ctx, args), mask, [layer], kind="mask", units="mask")
 
 
 def stored_threshold(value: float) -> np.float32:
@@ -476,9 +500,15 @@ class DiffArgs(Args):
     b: str
 
 
+def raster_difference_name(ctx: ToolContext, args: DiffArgs) -> str:
+    """``diff_<a>_<b>`` (scene bands ``S:B`` as ``S_B``)."""
+    a, b = (_layer_source(ctx.registry, r).replace(":", "_") for r in (args.a, args.b))
+    return _out_name("diff", a, b)
+
+
 @register_tool("raster_difference", args=DiffArgs, description="Raster a minus raster b.",
                domain="Spatio-Temporal Analysis", family="SAA", skills=["change_trend"],
-               output_kind="raster")
+               output_kind="raster", output_name=raster_difference_name)
 def raster_difference(ctx: ToolContext, args: DiffArgs) -> ToolResult:
     """float32 ``a - b`` (NaN where either is nodata), saved as ``diff_<a>_<b>``.
 
@@ -488,8 +518,7 @@ def raster_difference(ctx: ToolContext, args: DiffArgs) -> ToolResult:
     la, lb = load_layer(ctx.registry, args.a), load_layer(ctx.registry, args.b)
     _same_grid([la, lb])
     arr = (la.arr - lb.arr).astype(np.float32)
-    name = _out_name("diff", la.source.replace(":", "_"), lb.source.replace(":", "_"))
-    return _write_raster(ctx, name, arr, [la, lb], kind="raster", units=f"{la.units} difference")
+    return _write_raster(ctx, raster_difference_name(ctx, args), arr, [la, lb], kind="raster", units=f"{la.units} difference")
 
 
 # ---------------------------------------------------------------------------------------------

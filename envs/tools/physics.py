@@ -14,8 +14,18 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.data.calibration import parse_mtl
-from earthrl.envs.tools.common import align, call_hash, fmt, load_layer, out_name, same_grid, valid_values, write_raster
-from earthrl.envs.tools.mini_toolset import IndexArgs, spectral_index
+from earthrl.envs.tools.common import (
+    align,
+    call_hash,
+    fmt,
+    layer_source,
+    load_layer,
+    out_name,
+    same_grid,
+    valid_values,
+    write_raster,
+)
+from earthrl.envs.tools.mini_toolset import IndexArgs, spectral_index, spectral_index_name
 from earthrl.envs.tools.preprocess import to_dataarray
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 from earthrl.envs.tools.tvdi_core import tvdi_edges, tvdi_index, tvdi_valid
@@ -46,6 +56,11 @@ def _named(index: str):
     def fn(ctx: ToolContext, args: SceneArgs) -> ToolResult:
         return spectral_index(ctx, IndexArgs(scene=args.scene, index=index))
 
+    def name(ctx: ToolContext, args: SceneArgs) -> str:
+        return spectral_index_name(ctx, IndexArgs(scene=args.scene, index=index))
+
+    fn.output_name = name
+
     fn.__doc__ = (f"{index} of a scene via :func:`earthrl.envs.tools.mini_toolset.spectral_index` (spyndex formula, "
                   f"bands as reflectance 0-1); writes float32 ``{index.lower()}_<scene>`` in [-1, 1] "
                   "(EVI may exceed it). Raises ToolError when the sensor lacks a band.")
@@ -54,9 +69,10 @@ def _named(index: str):
 
 
 for _tool, (_idx, _desc, _skills) in NAMED_INDICES.items():
+    _fn = _named(_idx)
     register_tool(_tool, args=SceneArgs, description=_desc, family="PRA", skills=_skills,
                   output_kind="raster", sensors=_OPTICAL,
-                  valid_range=None if _idx == "EVI" else (-1.0, 1.0), **_PG)(_named(_idx))
+                  valid_range=None if _idx == "EVI" else (-1.0, 1.0), output_name=_fn.output_name, **_PG)(_fn)
 
 
 # ------------------------------------------------------------------------------- FVC
@@ -68,8 +84,14 @@ class FvcArgs(Args):
     ndvi_veg: float = Field(0.86, ge=-1, le=1, description="full-cover NDVI")
 
 
+def fvc_name(ctx: ToolContext, args: FvcArgs) -> str:
+    """``fvc_<ndvi>``."""
+    return out_name("fvc", layer_source(ctx.registry, args.ndvi))
+
+
 @register_tool("fvc", args=FvcArgs, description="Fractional vegetation cover from NDVI.",
-               family="PRA", skills=["vegetation_drought"], output_kind="raster", valid_range=(0.0, 1.0), **_PG)
+               family="PRA", skills=["vegetation_drought"], output_kind="raster", valid_range=(0.0, 1.0),
+               output_name=fvc_name, **_PG)
 def fvc(ctx: ToolContext, args: FvcArgs) -> ToolResult:
     """FVC = (NDVI - NDVI_soil) / (NDVI_veg - NDVI_soil) clipped to [0, 1] (dimidiate pixel model,
     Gutman & Ignatov 1998); defaults NDVI_soil 0.05, NDVI_veg 0.86. Output ``fvc_<ndvi>``.
@@ -82,7 +104,7 @@ def fvc(ctx: ToolContext, args: FvcArgs) -> ToolResult:
     layer = load_layer(ctx.registry, args.ndvi)
     valid_values(layer, "ndvi")
     f = np.clip((layer.arr - np.float32(args.ndvi_soil)) / np.float32(args.ndvi_veg - args.ndvi_soil), 0, 1)
-    return write_raster(ctx, out_name("fvc", layer.source), f.astype(np.float32), [layer],
+    return write_raster(ctx, fvc_name(ctx, args), f.astype(np.float32), [layer],
                         kind="raster", units="fraction")
 
 
@@ -162,10 +184,18 @@ def _single_channel(bt: np.ndarray, eps: np.ndarray, mtl: dict, band: str, senso
     return gamma * ((psi[0] * rad + psi[1]) / eps + psi[2]) + delta
 
 
+def land_surface_temperature_name(ctx: ToolContext, args: LstArgs) -> str:
+    """``lst_<scene>``, plus ``_<emissivity method>`` and ``_w<water vapour>`` when not the defaults."""
+    tags = ([] if args.emissivity == "sobrino2004" else [args.emissivity]) + \
+        ([] if args.water_vapour is None else [f"w{args.water_vapour:g}"])
+    return out_name("lst", ctx.registry.scene(args.scene).id, *tags)
+
+
 @register_tool("land_surface_temperature", args=LstArgs,
                description="LST (K) from the thermal band, single-channel method.",
                family="PRA", skills=["lst_inversion", "vegetation_drought"], output_kind="raster",
-               sensors=["landsat-8", "landsat-7"], valid_range=(180.0, 350.0), **_PG)
+               sensors=["landsat-8", "landsat-7"], valid_range=(180.0, 350.0),
+               output_name=land_surface_temperature_name, **_PG)
 def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
     """Land-surface temperature (K) of a Landsat 8/7 Level-1 scene.
 
@@ -196,9 +226,7 @@ def land_surface_temperature(ctx: ToolContext, args: LstArgs) -> ToolResult:
         else:
             lst = _single_channel(bt.arr, eps.astype(np.float64), parse_mtl(s.mtl), s.symbols["T"],
                                   s.sensor, args.water_vapour, lam)
-    tags = ([] if args.emissivity == "sobrino2004" else [args.emissivity]) + \
-        ([] if args.water_vapour is None else [f"w{args.water_vapour:g}"])
-    res = write_raster(ctx, out_name("lst", s.id, *tags), lst.astype(np.float32), [bt, red, nir],
+    res = write_raster(ctx, land_surface_temperature_name(ctx, args), lst.astype(np.float32), [bt, red, nir],
                        kind="raster", units="K")
     res.text += f"; mean {fmt(float(np.nanmean(lst)))} K"
     return res
@@ -233,9 +261,15 @@ class TvdiArgs(Args):
 TVDI_DEFAULTS = {k: f.default for k, f in TvdiArgs.model_fields.items() if k not in ("ndvi", "lst")}
 
 
+def tvdi_name(ctx: ToolContext, args: TvdiArgs) -> str:
+    """``tvdi_<lst>``, plus the call's hash when a convention other than ``bins`` is not its default."""
+    custom = any(getattr(args, k) != v for k, v in TVDI_DEFAULTS.items() if k != "bins")
+    return out_name("tvdi", layer_source(ctx.registry, args.lst), *([call_hash(ctx)] if custom else []))
+
+
 @register_tool("tvdi", args=TvdiArgs, description="Temperature-vegetation dryness index from NDVI and LST.",
                family="PRA", skills=["vegetation_drought", "lst_inversion"], output_kind="raster",
-               valid_range=(0.0, 1.0), **_PG)
+               valid_range=(0.0, 1.0), output_name=tvdi_name, **_PG)
 def tvdi(ctx: ToolContext, args: TvdiArgs) -> ToolResult:
     """TVDI = (LST - LST_min(NDVI)) / (LST_max(NDVI) - LST_min(NDVI)) after Sandholt et al. (2002,
     Remote Sensing of Environment 79:213-224), LST in K, NDVI unitless, with the edges of
@@ -273,9 +307,7 @@ def tvdi(ctx: ToolContext, args: TvdiArgs) -> ToolResult:
             f"({int((~ok & np.isfinite(n.arr) & np.isfinite(t.arr)).sum())} outside the NDVI/LST ranges, "
             f"{int(crossed.sum())} where the edges cross), below {args.min_valid_share:.1%}; lower "
             "min_valid_share or widen ndvi_min/ndvi_max/lst_min/lst_max"))
-    custom = {k: v for k, v in conv.items() if k != "bins" and v != TVDI_DEFAULTS[k]}
-    tag = [call_hash(ctx)] if custom else []
-    res = write_raster(ctx, out_name("tvdi", t.source, *tag), out, [n, t], kind="raster", units="index")
+    res = write_raster(ctx, tvdi_name(ctx, args), out, [n, t], kind="raster", units="index")
     res.data.update(dry_edge=[ad, bd], wet_edge=[aw, bw], ndvi_span=list(e.span), intervals=e.intervals,
                     min_pixels=e.min_pixels, crossed_pixels=int(crossed.sum()), valid_share=share)
     res.text += f"; {edges}; {e.intervals} of {e.total} NDVI intervals with >= {e.min_pixels} px"
@@ -296,11 +328,26 @@ class HillshadeArgs(TerrainArgs):
     altitude: float = Field(45, ge=0, le=90, description="sun altitude, degrees")
 
 
-def _terrain(ctx: ToolContext, name: str, fn, tag: str, units: str, **kw) -> ToolResult:
-    layer = load_layer(ctx.registry, name)
+def _terrain(ctx: ToolContext, args: TerrainArgs, fn, name: str, units: str, **kw) -> ToolResult:
+    layer = load_layer(ctx.registry, args.name)
     valid_values(layer, "name")
     out = np.asarray(fn(to_dataarray(layer), **kw).values, dtype=np.float32)
-    return write_raster(ctx, out_name(tag, layer.source), out, [layer], kind="raster", units=units)
+    return write_raster(ctx, name, out, [layer], kind="raster", units=units)
+
+
+def slope_name(ctx: ToolContext, args: TerrainArgs) -> str:
+    """``slope_<name>``."""
+    return out_name("slope", layer_source(ctx.registry, args.name))
+
+
+def aspect_name(ctx: ToolContext, args: TerrainArgs) -> str:
+    """``aspect_<name>``."""
+    return out_name("aspect", layer_source(ctx.registry, args.name))
+
+
+def hillshade_name(ctx: ToolContext, args: HillshadeArgs) -> str:
+    """``hillshade<azimuth>-<altitude>_<name>``."""
+    return out_name(f"hillshade{args.azimuth:g}-{args.altitude:g}", layer_source(ctx.registry, args.name))
 
 
 _TERRAIN_DOC = ("Works on any single-band raster (a DEM in m where the data has one, e.g. "
@@ -309,25 +356,27 @@ _TERRAIN_DOC = ("Works on any single-band raster (a DEM in m where the data has 
 
 @register_tool("slope", args=TerrainArgs, description="Slope (degrees) of a surface raster.",
                family="PRA", skills=["land_cover", "water_flood"], output_kind="raster",
-               valid_range=(0.0, 90.0), **_PG)
+               valid_range=(0.0, 90.0), output_name=slope_name, **_PG)
 def slope(ctx: ToolContext, args: TerrainArgs) -> ToolResult:
     """Slope in degrees (xarray-spatial ``slope``, Horn's 3x3 method, pixel size from the grid). """
     import xrspatial
 
-    return _terrain(ctx, args.name, xrspatial.slope, "slope", "degrees")
+    return _terrain(ctx, args, xrspatial.slope, slope_name(ctx, args), "degrees")
 
 
 @register_tool("aspect", args=TerrainArgs, description="Aspect (degrees from north) of a surface raster.",
-               family="PRA", skills=["land_cover"], output_kind="raster", valid_range=(-1.0, 360.0), **_PG)
+               family="PRA", skills=["land_cover"], output_kind="raster", valid_range=(-1.0, 360.0),
+               output_name=aspect_name, **_PG)
 def aspect(ctx: ToolContext, args: TerrainArgs) -> ToolResult:
     """Aspect in degrees clockwise from north, -1 on flat cells (xarray-spatial ``aspect``)."""
     import xrspatial
 
-    return _terrain(ctx, args.name, xrspatial.aspect, "aspect", "degrees")
+    return _terrain(ctx, args, xrspatial.aspect, aspect_name(ctx, args), "degrees")
 
 
 @register_tool("hillshade", args=HillshadeArgs, description="Hillshade of a surface raster.",
-               family="PRA", skills=["land_cover"], output_kind="raster", valid_range=(0.0, 1.0), **_PG)
+               family="PRA", skills=["land_cover"], output_kind="raster", valid_range=(0.0, 1.0),
+               output_name=hillshade_name, **_PG)
 def hillshade(ctx: ToolContext, args: HillshadeArgs) -> ToolResult:
     """Hillshade 0-1 for a sun at ``azimuth`` (clockwise from north) / ``altitude`` degrees:
     cos(incidence) = cos Z·cos S + sin Z·sin S·cos(A − aspect), negative (self-shadowed) -> 0, with
@@ -335,8 +384,8 @@ def hillshade(ctx: ToolContext, args: HillshadeArgs) -> ToolResult:
     gradients with the grid's cell size (Burrough & McDonnell 1998, *Principles of GIS*, §8; the
     formula of GDAL ``gdaldem hillshade`` and ESRI). xarray-spatial's ``hillshade`` is not used: it
     takes gradients per pixel, not per metre, and maps cos(incidence) to (1 + cos)/2."""
-    return _terrain(ctx, args.name, _horn_hillshade, f"hillshade{args.azimuth:g}-{args.altitude:g}",
-                    "shade", azimuth=args.azimuth, altitude=args.altitude)
+    return _terrain(ctx, args, _horn_hillshade, hillshade_name(ctx, args), "shade",
+                    azimuth=args.azimuth, altitude=args.altitude)
 
 
 def _horn_hillshade(da, azimuth: float, altitude: float):
@@ -363,9 +412,14 @@ class ZonalArgs(Args):
     zones: str = Field(description="mask, classes or segments raster")
 
 
+def zonal_stats_name(ctx: ToolContext, args: ZonalArgs) -> str:
+    """``zonal_<values>_<zones>``."""
+    return out_name("zonal", layer_source(ctx.registry, args.values), layer_source(ctx.registry, args.zones))
+
+
 @register_tool("zonal_stats", args=ZonalArgs, description="Mean, std, min, max, count of values per zone.",
                family="SAA", skills=["land_cover", "vegetation_drought", "water_flood"],
-               output_kind="table", **_PG)
+               output_kind="table", output_name=zonal_stats_name, **_PG)
 def zonal_stats(ctx: ToolContext, args: ZonalArgs) -> ToolResult:
     """Statistics of ``values`` per integer zone of ``zones`` (xarray-spatial ``zonal.stats``;
     NaN values and nodata zones skipped). Writes a ``table`` artifact ``zonal_<values>_<zones>``
@@ -388,7 +442,7 @@ def zonal_stats(ctx: ToolContext, args: ZonalArgs) -> ToolResult:
     df = df[df["zone"] >= 0].sort_values("zone")
     table = {"zones": [int(x) for x in df["zone"]]}
     table.update({k: [float(x) for x in df[k]] for k in ("mean", "std", "min", "max", "count")})
-    art = ctx.registry.write_json(out_name("zonal", v.source, z.source), table, "table", units=v.units,
+    art = ctx.registry.write_json(zonal_stats_name(ctx, args), table, "table", units=v.units,
                                   parents=[v.source.split(":")[0], z.source.split(":")[0]], call=ctx.call)
     lines = [f"zone {zz}: mean {fmt(m)}, count {int(c)}" for zz, m, c in
              zip(table["zones"], table["mean"], table["count"])]

@@ -24,6 +24,7 @@ from earthrl.envs.tools.common import (
     call_hash,
     check_raster_size,
     fmt,
+    layer_source,
     load_layer,
     load_vector,
     out_name,
@@ -114,8 +115,28 @@ class ReprojectArgs(Args):
     resampling: RESAMPLING = "nearest"
 
 
+def _crs(text: str):
+    from pyproj import CRS
+    from pyproj.exceptions import CRSError
+
+    try:
+        return CRS.from_user_input(text.strip())
+    except CRSError:
+        raise ToolError("tool_error", f"crs: {text!r} is not a known CRS; give e.g. EPSG:4326") from None
+
+
+def reproject_name(ctx: ToolContext, args: ReprojectArgs) -> str:
+    """``<name>_<crs>``, the CRS as pyproj writes it, lower case, no colon (``..._epsg4326``).
+
+    Raises:
+        ToolError: unknown CRS.
+    """
+    tag = _crs(args.crs).to_string().replace(":", "").lower()
+    return out_name(layer_source(ctx.registry, args.name), tag)
+
+
 @register_tool("reproject", args=ReprojectArgs, description="Reproject a raster to another CRS.",
-               skills=["change_trend", "land_cover"], output_kind="raster", **_DP)
+               skills=["change_trend", "land_cover"], output_kind="raster", output_name=reproject_name, **_DP)
 def reproject(ctx: ToolContext, args: ReprojectArgs) -> ToolResult:
     """Warp a raster to ``crs`` (rioxarray ``rio.reproject``, GDAL warp; NaN/255 nodata kept).
     Masks stay uint8 masks. Output ``<name>_<epsg>``.
@@ -124,16 +145,11 @@ def reproject(ctx: ToolContext, args: ReprojectArgs) -> ToolResult:
         ToolError: unknown CRS (field ``crs``; give ``EPSG:<code>``), a CRS the grid cannot be
             warped to, or an output above ``MAX_RASTER_PIXELS`` (``raster_too_large``).
     """
-    from pyproj import CRS
-    from pyproj.exceptions import CRSError
     from rasterio.enums import Resampling
     from rasterio.warp import calculate_default_transform
 
     layer = load_layer(ctx.registry, args.name)
-    try:
-        crs = CRS.from_user_input(args.crs.strip())
-    except CRSError:
-        raise ToolError("tool_error", f"crs: {args.crs!r} is not a known CRS; give e.g. EPSG:4326") from None
+    crs = _crs(args.crs)
     h, w = layer.arr.shape
     try:  # the size GDAL would choose (rio.reproject calls the same function)
         _, cols, rows = calculate_default_transform(layer.crs, crs, w, h, *extent(layer))
@@ -144,8 +160,7 @@ def reproject(ctx: ToolContext, args: ReprojectArgs) -> ToolResult:
     check_raster_size("reproject", rows, cols, f"crs={args.crs!r}",
                       "give a CRS whose units fit the scene, e.g. its UTM zone or EPSG:4326")
     da = to_dataarray(layer).rio.reproject(crs, resampling=Resampling[args.resampling], nodata=np.nan)
-    tag = crs.to_string().replace(":", "").lower()
-    return write_da(ctx, out_name(layer.source, tag), da, [layer])
+    return write_da(ctx, reproject_name(ctx, args), da, [layer])
 
 
 class ResampleArgs(Args):
@@ -154,8 +169,13 @@ class ResampleArgs(Args):
     resampling: RESAMPLING = "average"
 
 
+def resample_name(ctx: ToolContext, args: ResampleArgs) -> str:
+    """``<name>_r<resolution>``."""
+    return out_name(layer_source(ctx.registry, args.name), f"r{args.resolution:g}")
+
+
 @register_tool("resample", args=ResampleArgs, description="Resample a raster to a pixel size.",
-               skills=["change_trend", "land_cover"], output_kind="raster", **_DP)
+               skills=["change_trend", "land_cover"], output_kind="raster", output_name=resample_name, **_DP)
 def resample(ctx: ToolContext, args: ResampleArgs) -> ToolResult:
     """Change the pixel size to ``resolution`` (CRS units, m for UTM) in the same CRS (rioxarray
     reproject; ``average`` aggregates, ``nearest`` replicates). Output ``<name>_r<res>``.
@@ -174,7 +194,7 @@ def resample(ctx: ToolContext, args: ResampleArgs) -> ToolResult:
                       f"use resolution >= {smallest:g}")
     da = to_dataarray(layer).rio.reproject(layer.crs, resolution=args.resolution,
                                            resampling=Resampling[args.resampling], nodata=np.nan)
-    return write_da(ctx, out_name(layer.source, f"r{args.resolution:g}"), da, [layer])
+    return write_da(ctx, resample_name(ctx, args), da, [layer])
 
 
 class CropArgs(Args):
@@ -195,8 +215,13 @@ class CropArgs(Args):
         return self
 
 
+def crop_bbox_name(ctx: ToolContext, args: CropArgs) -> str:
+    """``<name>_crop_<call hash>``."""
+    return out_name(layer_source(ctx.registry, args.name), "crop", call_hash(ctx))
+
+
 @register_tool("crop_bbox", args=CropArgs, description="Crop a raster to a bounding box.",
-               skills=_AOI_SKILLS, output_kind="raster", **_DP)
+               skills=_AOI_SKILLS, output_kind="raster", output_name=crop_bbox_name, **_DP)
 def crop_bbox(ctx: ToolContext, args: CropArgs) -> ToolResult:
     """Clip to ``bbox`` = [minx, miny, maxx, maxy] in the raster's CRS (m for UTM) or in lon/lat
     degrees (EPSG:4326) (rioxarray ``rio.clip_box``; pixels touching the box are kept).
@@ -226,7 +251,7 @@ def crop_bbox(ctx: ToolContext, args: CropArgs) -> ToolResult:
     except (NoDataInBounds, OneDimensionalRaster):
         raise ToolError("empty_aoi", f"bbox: {args.bbox} ({args.bbox_crs}) does not overlap {layer.source}, "
                         f"extent [{', '.join(fmt(v) for v in b)}] in {layer.crs}; give a bbox inside it") from None
-    return write_da(ctx, out_name(layer.source, "crop", call_hash(ctx)), out, [layer])
+    return write_da(ctx, crop_bbox_name(ctx, args), out, [layer])
 
 
 class CropVectorArgs(Args):
@@ -234,8 +259,13 @@ class CropVectorArgs(Args):
     vector: str = Field(description="vector artifact or scene:vector")
 
 
+def crop_vector_name(ctx: ToolContext, args: CropVectorArgs) -> str:
+    """``<name>_clip_<call hash>``."""
+    return out_name(layer_source(ctx.registry, args.name), "clip", call_hash(ctx))
+
+
 @register_tool("crop_vector", args=CropVectorArgs, description="Crop a raster to vector polygons.",
-               skills=_AOI_SKILLS, output_kind="raster", **_DP)
+               skills=_AOI_SKILLS, output_kind="raster", output_name=crop_vector_name, **_DP)
 def crop_vector(ctx: ToolContext, args: CropVectorArgs) -> ToolResult:
     """Clip to the polygons of ``vector`` (reprojected to the raster CRS; rioxarray ``rio.clip``,
     pixel centres inside a polygon kept, the rest NaN/255, extent cut to the polygons' box).
@@ -253,7 +283,7 @@ def crop_vector(ctx: ToolContext, args: CropVectorArgs) -> ToolResult:
     except NoDataInBounds:
         raise ToolError("empty_aoi", f"vector: no polygon of {args.vector} overlaps {layer.source}; "
                         "use a vector over the raster's extent") from None
-    res = write_da(ctx, out_name(layer.source, "clip", call_hash(ctx)), out, [layer])
+    res = write_da(ctx, crop_vector_name(ctx, args), out, [layer])
     ctx.registry.get(res.artifact).parents.append(vparent)
     return res
 
@@ -262,8 +292,13 @@ class MosaicArgs(Args):
     names: list[str] = Field(min_length=2, max_length=20, description="rasters in one CRS")
 
 
+def mosaic_name(ctx: ToolContext, args: MosaicArgs) -> str:
+    """``mosaic_<call hash>``."""
+    return out_name("mosaic", call_hash(ctx))
+
+
 @register_tool("mosaic", args=MosaicArgs, description="Mosaic rasters into one.",
-               skills=["change_trend", "land_cover"], output_kind="raster", **_DP)
+               skills=["change_trend", "land_cover"], output_kind="raster", output_name=mosaic_name, **_DP)
 def mosaic(ctx: ToolContext, args: MosaicArgs) -> ToolResult:
     """Merge rasters of one CRS and pixel size onto their union extent (rioxarray
     ``merge_arrays``; where they overlap the first valid value wins).
@@ -285,7 +320,7 @@ def mosaic(ctx: ToolContext, args: MosaicArgs) -> ToolResult:
                       (boxes[:, 2].max() - boxes[:, 0].min()) / abs(t.a), f"names={args.names}",
                       "mosaic rasters that lie close together, or resample the first one coarser")
     da = merge_arrays([to_dataarray(l) for l in layers], nodata=np.nan)
-    return write_da(ctx, out_name("mosaic", call_hash(ctx)), da, layers)
+    return write_da(ctx, mosaic_name(ctx, args), da, layers)
 
 
 # ------------------------------------------------------------------------------------- radiometry
@@ -297,10 +332,27 @@ class CalibArgs(Args):
     product: Literal["toa_reflectance", "radiance", "brightness_temperature"] = "toa_reflectance"
 
 
+def _calib_band(s, band: str) -> str:
+    try:
+        return s.band_name(band)
+    except KeyError as e:
+        raise ToolError("tool_error", f"band: {e.args[0]}") from None
+
+
+def radiometric_calibration_name(ctx: ToolContext, args: CalibArgs) -> str:
+    """``<toa|radiance|brightness>_<scene>_<band>``.
+
+    Raises:
+        ToolError: the scene has no such band.
+    """
+    s = ctx.registry.scene(args.scene)
+    return out_name(args.product.split("_")[0], s.id, _calib_band(s, args.band))
+
+
 @register_tool("radiometric_calibration", args=CalibArgs,
                description="DN to TOA reflectance, radiance or brightness temperature.",
                skills=["spectral_index", "lst_inversion"], output_kind="raster",
-               sensors=["landsat-8", "landsat-7", "sentinel-2"], **_DP)
+               sensors=["landsat-8", "landsat-7", "sentinel-2"], output_name=radiometric_calibration_name, **_DP)
 def radiometric_calibration(ctx: ToolContext, args: CalibArgs) -> ToolResult:
     """Calibrate a Level-1 band (:mod:`earthrl.envs.data.calibration`): Landsat 8/7 from the MTL file —
     TOA reflectance (REFLECTANCE_MULT·DN + ADD) / sin(SUN_ELEVATION) (0-1), radiance
@@ -312,10 +364,7 @@ def radiometric_calibration(ctx: ToolContext, args: CalibArgs) -> ToolResult:
             lacks the product's constants (e.g. brightness temperature of a reflective band).
     """
     s = ctx.registry.scene(args.scene)
-    try:
-        b = s.band_name(args.band)
-    except KeyError as e:
-        raise ToolError("tool_error", f"band: {e.args[0]}") from None
+    b = _calib_band(s, args.band)
     raw, meta = read_band(s, b)
     units = {"toa_reflectance": "reflectance", "radiance": "W/(m2 sr um)", "brightness_temperature": "K"}
     if s.mtl is not None and b not in (s.qa_band, "DEM"):
@@ -334,7 +383,7 @@ def radiometric_calibration(ctx: ToolContext, args: CalibArgs) -> ToolResult:
                         "only toa_reflectance")
     layer = Layer(arr, meta["crs"], meta["transform"], units[args.product], f"{s.id}:{b}", "band",
                   s.sensor, s.date)
-    return write_raster(ctx, out_name(args.product.split("_")[0], s.id, b), arr, [layer],
+    return write_raster(ctx, radiometric_calibration_name(ctx, args), arr, [layer],
                         kind="raster", units=units[args.product])
 
 
@@ -368,9 +417,16 @@ class CloudArgs(Args):
     include_shadow: bool = Field(True, description="also mask cloud shadow (Landsat)")
 
 
+def cloud_mask_name(ctx: ToolContext, args: CloudArgs) -> str:
+    """``cloud_<scene>``, or ``cloudshadow_<scene>`` with shadow on a Landsat scene."""
+    s = ctx.registry.scene(args.scene)
+    prefix = "cloudshadow" if args.include_shadow and s.sensor != "sentinel-2" else "cloud"
+    return out_name(prefix, s.id)
+
+
 @register_tool("cloud_mask", args=CloudArgs, description="Cloud (and shadow) mask of a scene.",
                skills=["cloud_masking"], output_kind="mask",
-               sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"], **_DP)
+               sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"], output_name=cloud_mask_name, **_DP)
 def cloud_mask(ctx: ToolContext, args: CloudArgs) -> ToolResult:
     """uint8 mask (1 cloud[/shadow], 0 clear, 255 fill) by the scene's QA:
 
@@ -403,8 +459,7 @@ def cloud_mask(ctx: ToolContext, args: CloudArgs) -> ToolResult:
         m, like = _s2_cloud(s)
     else:
         raise ToolError("tool_error", f"scene: {s.id} ({s.sensor}) has no QA band or cloud test")
-    prefix = "cloudshadow" if args.include_shadow and s.sensor != "sentinel-2" else "cloud"
-    res = write_raster(ctx, out_name(prefix, s.id), m, [like], kind="mask", units="mask")
+    res = write_raster(ctx, cloud_mask_name(ctx, args), m, [like], kind="mask", units="mask")
     valid = m != 255
     pct = 100.0 * float((m[valid] == 1).mean()) if valid.any() else float("nan")
     res.text += f"; cloud {fmt(pct)} % of valid px"

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from earthrl.envs.data.artifacts import ArtifactRegistry
+from earthrl.envs.data.artifacts import KINDS, ArtifactRegistry
 from earthrl.envs.registry import Registry
 
 DOMAINS = ("Data & Preprocessing", "AI Interpretation", "Spatio-Temporal Analysis",
@@ -82,6 +82,12 @@ class Tool:
         surface: whose tool surface it belongs to: ``"earthrl"`` (EarthRL's own tools, the ``all`` and
             ``skills`` toolsets) or ``"earthagent"`` (Earth-Agent's tools that Earth-Bench's references
             call, :mod:`earthrl.envs.tools.earthagent`, the ``earthbench`` toolset).
+        output_name: ``output_name(ctx, args) -> str``, the name of the artifact the tool writes,
+            derived from the validated arguments and the episode's registry without reading
+            pixels; the tool's own code names its output with it and the mock engine
+            (:mod:`earthrl.envs.core.mock`) registers its placeholder under it, so a workflow
+            replays in mock mode with the names execute mode gives. None for tools that write no
+            artifact and for Earth-Agent's tools (their output is the call's ``output_path``).
     """
 
     name: str
@@ -95,6 +101,7 @@ class Tool:
     output_kind: str
     valid_range: tuple[float, float] | None = None
     surface: str = "earthrl"
+    output_name: Callable[[ToolContext, Any], str] | None = None
 
 
 #: the surfaces a tool can belong to (:attr:`Tool.surface`).
@@ -109,14 +116,17 @@ def register_tool(name: str, *, args: type[BaseModel], description: str, domain:
                   skills: list[str] | tuple[str, ...], output_kind: str,
                   sensors: list[str] | tuple[str, ...] = ("any",),
                   valid_range: tuple[float, float] | None = None, replace: bool = False,
-                  surface: str = "earthrl"):
+                  surface: str = "earthrl", output_name: Callable[[ToolContext, Any], str] | None = None):
     """Decorator registering ``fn`` as tool ``name`` in :data:`TOOLS`.
+
+    ``output_name`` (see :attr:`Tool.output_name`) is required for an EarthRL tool whose output kind is an
+    artifact kind (:data:`~earthrl.envs.data.artifacts.KINDS`).
 
     Raises:
         ValueError: ``name`` is already registered (pass ``replace=True`` to override on
             purpose), or ``domain``/``family``/a skill/``output_kind`` is not one of
             :data:`DOMAINS`/:data:`FAMILIES`/:data:`SKILLS`/:data:`OUTPUT_KINDS`, or ``surface`` is
-            not one of :data:`SURFACES`.
+            not one of :data:`SURFACES`, or an EarthRL tool writing an artifact has no ``output_name``.
     """
     bad = [s for s in skills if s not in SKILLS]
     if bad or not skills:
@@ -129,10 +139,12 @@ def register_tool(name: str, *, args: type[BaseModel], description: str, domain:
         raise ValueError(f"tool {name!r}: family {family!r} not in {FAMILIES}")
     if surface not in SURFACES:
         raise ValueError(f"tool {name!r}: surface {surface!r} not in {SURFACES}")
+    if surface == "earthrl" and output_kind in KINDS and output_name is None:
+        raise ValueError(f"tool {name!r} writes a {output_kind} artifact: give output_name=fn(ctx, args) -> name")
 
     def deco(fn):
         TOOLS.add(name, Tool(name, fn, args, description, domain, family, tuple(skills),
-                             tuple(sensors), output_kind, valid_range, surface), replace=replace)
+                             tuple(sensors), output_kind, valid_range, surface, output_name), replace=replace)
         return fn
 
     return deco

@@ -18,6 +18,7 @@ from earthrl.envs.tools.common import (
     call_hash,
     decimal_years,
     fmt,
+    layer_source,
     load_layer,
     load_series,
     out_name,
@@ -25,7 +26,7 @@ from earthrl.envs.tools.common import (
     same_grid,
     write_raster,
 )
-from earthrl.envs.tools.mini_toolset import compute_index
+from earthrl.envs.tools.mini_toolset import _spyndex_index, compute_index
 from earthrl.envs.tools.preprocess import bqa_field
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
@@ -53,10 +54,20 @@ class SeriesArgs(Args):
     clear_only: bool = Field(True, description="use clear pixels only (QA)")
 
 
+def index_time_series_name(ctx: ToolContext, args: SeriesArgs) -> str:
+    """``ts_<index>_<call hash>``, the index as spyndex spells it, lower case.
+
+    Raises:
+        ToolError: unknown index.
+    """
+    return out_name("ts", _spyndex_index(args.index).short_name.lower(), call_hash(ctx))
+
+
 @register_tool("index_time_series", args=SeriesArgs,
                description="Per-scene mean of an index over clear pixels, as a dated series.",
                skills=["change_trend", "vegetation_drought", "water_flood"], output_kind="series",
-               sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"], **_ST)
+               sensors=["landsat-5", "landsat-7", "landsat-8", "sentinel-2"],
+               output_name=index_time_series_name, **_ST)
 def index_time_series(ctx: ToolContext, args: SeriesArgs) -> ToolResult:
     """For each scene (date order): the index (:func:`earthrl.envs.tools.mini_toolset.compute_index`, spyndex)
     averaged over valid pixels that are clear (:func:`clear_pixels`) when ``clear_only``; a scene
@@ -84,7 +95,7 @@ def index_time_series(ctx: ToolContext, args: SeriesArgs) -> ToolResult:
         counts.append(n)
     obj = {"index": idx.short_name, "dates": dates, "values": values,
            "scenes": [s.id for s in scenes], "clear_px": counts}
-    art = reg.write_json(out_name("ts", idx.short_name.lower(), call_hash(ctx)), obj, "series",
+    art = reg.write_json(index_time_series_name(ctx, args), obj, "series",
                          units="index", parents=[s.id for s in scenes], call=ctx.call)
     n_ok = sum(v is not None for v in values)
     return ToolResult(f"saved {art.name} ({len(values)} dates {dates[0]}..{dates[-1]}, {n_ok} with clear px)",
@@ -184,9 +195,15 @@ def _raster_values(reg, args: RasterSeriesArgs) -> tuple[list, list, list, str, 
     return dates, values, counts, units.pop(), parents(layers + ([mask.source] if mask else []))
 
 
+def raster_series_name(ctx: ToolContext, args: RasterSeriesArgs) -> str:
+    """``series_<stat>_<call hash>`` (stat ``given`` for ``date_values``)."""
+    return out_name("series", args.stat if args.rasters else "given", call_hash(ctx))
+
+
 @register_tool("raster_series", args=RasterSeriesArgs,
                description="Series from dated rasters (any product: TVDI, LST, an index) or per-date values.",
-               skills=["change_trend", "vegetation_drought", "lst_inversion"], output_kind="series", **_ST)
+               skills=["change_trend", "vegetation_drought", "lst_inversion"], output_kind="series",
+               output_name=raster_series_name, **_ST)
 def raster_series(ctx: ToolContext, args: RasterSeriesArgs) -> ToolResult:
     """A ``series`` artifact from per-date rasters, so that the trend tools (:func:`linear_trend`,
     :func:`mann_kendall`, :func:`stl_decompose`, :func:`change_points`) apply to any raster
@@ -233,7 +250,7 @@ def raster_series(ctx: ToolContext, args: RasterSeriesArgs) -> ToolResult:
         obj.update(aggregate_series(obj["dates"], obj["values"], args.aggregate, args.aggregate_stat),
                    aggregate=args.aggregate, aggregate_stat=args.aggregate_stat, per_date=per_date)
         what = f"{len(obj['dates'])} {'years' if args.aggregate == 'year' else 'seasons'} ({args.aggregate_stat} of {n} dates)"
-    art = reg.write_json(out_name("series", obj["stat"], call_hash(ctx)), obj, "series", units=units,
+    art = reg.write_json(raster_series_name(ctx, args), obj, "series", units=units,
                          parents=par, call=ctx.call)
     n_ok = sum(v is not None for v in obj["values"])
     return ToolResult(f"saved {art.name} ({what} {obj['dates'][0]}..{obj['dates'][-1]}, {n_ok} valid, "
@@ -293,8 +310,14 @@ class StlArgs(SeriesRef):
     period: int = Field(12, ge=2, le=24, description="season length in months")
 
 
+def stl_decompose_name(ctx: ToolContext, args: StlArgs) -> str:
+    """``stl_<series>``."""
+    return out_name("stl", ctx.registry.get(args.series).name)
+
+
 @register_tool("stl_decompose", args=StlArgs, description="STL trend/seasonal decomposition of a series.",
-               skills=["change_trend", "vegetation_drought"], output_kind="series", **_ST)
+               skills=["change_trend", "vegetation_drought"], output_kind="series", output_name=stl_decompose_name,
+               **_ST)
 def stl_decompose(ctx: ToolContext, args: StlArgs) -> ToolResult:
     """STL (``statsmodels.tsa.seasonal.STL``, robust) of the series after resampling to monthly
     means (months without data linearly interpolated). Writes series ``stl_<series>`` (monthly
@@ -316,7 +339,7 @@ def stl_decompose(ctx: ToolContext, args: StlArgs) -> ToolResult:
     obj = {"dates": [d.date().isoformat() for d in s.index], "values": [float(x) for x in r.trend],
            "seasonal": [float(x) for x in r.seasonal], "resid": [float(x) for x in r.resid],
            "observed": [float(x) for x in s]}
-    out = ctx.registry.write_json(out_name("stl", art.name), obj, "series", units=art.units,
+    out = ctx.registry.write_json(stl_decompose_name(ctx, args), obj, "series", units=art.units,
                                   parents=[art.name], call=ctx.call)
     d = {"artifact": out.name, "trend_change": float(r.trend.iloc[-1] - r.trend.iloc[0]),
          "seasonal_amplitude": float(r.seasonal.max() - r.seasonal.min()), "months": len(s)}
@@ -356,8 +379,15 @@ class ChangeArgs(Args):
     direction: Literal["decrease", "increase", "both"] = "both"
 
 
+def change_detection_name(ctx: ToolContext, args: ChangeArgs) -> str:
+    """``chg_<direction>_<before>_<after>``."""
+    reg = ctx.registry
+    return out_name("chg", args.direction, layer_source(reg, args.before), layer_source(reg, args.after))
+
+
 @register_tool("change_detection", args=ChangeArgs, description="Change mask between two dates.",
-               skills=["change_trend", "water_flood", "vegetation_drought"], output_kind="mask", **_ST)
+               skills=["change_trend", "water_flood", "vegetation_drought"], output_kind="mask",
+               output_name=change_detection_name, **_ST)
 def change_detection(ctx: ToolContext, args: ChangeArgs) -> ToolResult:
     """uint8 mask of change between two co-registered rasters: d = after - before; 1 where
     d < -threshold (decrease), d > threshold (increase) or |d| > threshold (both); 255 where
@@ -374,7 +404,7 @@ def change_detection(ctx: ToolContext, args: ChangeArgs) -> ToolResult:
                "both": np.abs(d) > args.threshold}[args.direction]
     m = hit.astype(np.uint8)
     m[np.isnan(d)] = 255
-    res = write_raster(ctx, out_name("chg", args.direction, b.source, a.source), m, [b, a], kind="mask",
+    res = write_raster(ctx, change_detection_name(ctx, args), m, [b, a], kind="mask",
                        units="mask")
     valid = m != 255
     n = int((m == 1).sum())

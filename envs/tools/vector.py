@@ -13,7 +13,16 @@ from pydantic import Field
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.area import geometry_areas
-from earthrl.envs.tools.common import call_hash, fmt, load_layer, load_vector, out_name, parents, write_vector
+from earthrl.envs.tools.common import (
+    call_hash,
+    fmt,
+    layer_source,
+    load_layer,
+    load_vector,
+    out_name,
+    parents,
+    write_vector,
+)
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 _GIS = dict(domain="Physical & GIS Analytics", family="SPA")
@@ -36,8 +45,13 @@ class BufferArgs(Args):
     distance: float = Field(ge=-10000, le=10000, description="metres (negative shrinks)")
 
 
+def buffer_vector_name(ctx: ToolContext, args: BufferArgs) -> str:
+    """``buf<distance>_<call hash>``."""
+    return out_name(f"buf{args.distance:g}", call_hash(ctx))
+
+
 @register_tool("buffer_vector", args=BufferArgs, description="Buffer polygons by a distance in metres.",
-               skills=["water_flood", "land_cover"], output_kind="vector", **_GIS)
+               skills=["water_flood", "land_cover"], output_kind="vector", output_name=buffer_vector_name, **_GIS)
 def buffer_vector(ctx: ToolContext, args: BufferArgs) -> ToolResult:
     """Buffer every geometry by ``distance`` m (shapely via ``GeoSeries.buffer``) in true metres:
     a vector not in a UTM / Transverse Mercator CRS (lat/lon, Web-Mercator ...) is first
@@ -47,7 +61,7 @@ def buffer_vector(ctx: ToolContext, args: BufferArgs) -> ToolResult:
     out = gdf.copy()
     out["geometry"] = gdf.geometry.buffer(args.distance)
     out = out[~out.geometry.is_empty]
-    return write_vector(ctx, out_name(f"buf{args.distance:g}", call_hash(ctx)), out, [parent])
+    return write_vector(ctx, buffer_vector_name(ctx, args), out, [parent])
 
 
 class OverlayArgs(Args):
@@ -56,8 +70,13 @@ class OverlayArgs(Args):
     how: Literal["intersection", "union", "difference", "symmetric_difference"] = "intersection"
 
 
+def overlay_vector_name(ctx: ToolContext, args: OverlayArgs) -> str:
+    """``ov_<how>_<call hash>``."""
+    return out_name("ov", args.how, call_hash(ctx))
+
+
 @register_tool("overlay_vector", args=OverlayArgs, description="Overlay two polygon layers.",
-               skills=["water_flood", "land_cover"], output_kind="vector", **_GIS)
+               skills=["water_flood", "land_cover"], output_kind="vector", output_name=overlay_vector_name, **_GIS)
 def overlay_vector(ctx: ToolContext, args: OverlayArgs) -> ToolResult:
     """``geopandas.overlay(a, b, how)`` with ``b`` reprojected to ``a``'s CRS. Output vector
     ``ov_<how>_<hash>`` (its total area is reported in km²)."""
@@ -67,7 +86,7 @@ def overlay_vector(ctx: ToolContext, args: OverlayArgs) -> ToolResult:
     gb, pb = load_vector(ctx.registry, args.b, "b")
     ga = _projected(ga, "a")
     out = gpd.overlay(ga, gb.to_crs(ga.crs), how=args.how, keep_geom_type=True)
-    return write_vector(ctx, out_name("ov", args.how, call_hash(ctx)), out, [pa, pb])
+    return write_vector(ctx, overlay_vector_name(ctx, args), out, [pa, pb])
 
 
 class VecArgs(Args):
@@ -95,9 +114,14 @@ class ToVectorArgs(Args):
     value: int = Field(1, ge=0, le=254, description="class value to polygonize")
 
 
+def raster_to_vector_name(ctx: ToolContext, args: ToVectorArgs) -> str:
+    """``vec_<name>_<value>``."""
+    return out_name("vec", layer_source(ctx.registry, args.name), str(args.value))
+
+
 @register_tool("raster_to_vector", args=ToVectorArgs, description="Polygons of a mask/class value.",
                domain="Visualization", family="SPA", skills=["water_flood", "land_cover"],
-               output_kind="vector")
+               output_kind="vector", output_name=raster_to_vector_name)
 def raster_to_vector(ctx: ToolContext, args: ToVectorArgs) -> ToolResult:
     """Polygonize the pixels equal to ``value`` (``rasterio.features.shapes``, 4-connected) into a
     GeoPackage in the raster's CRS; its true area equals the summed true areas of those cells
@@ -118,4 +142,4 @@ def raster_to_vector(ctx: ToolContext, args: ToVectorArgs) -> ToolResult:
         raise ToolError("empty_raster", f"value: no pixel of {layer.source} equals {args.value}")
     geoms = [shape(g) for g, _ in shapes(sel.astype(np.uint8), mask=sel, transform=layer.transform)]
     gdf = gpd.GeoDataFrame({"value": [args.value] * len(geoms)}, geometry=geoms, crs=layer.crs)
-    return write_vector(ctx, out_name("vec", layer.source, str(args.value)), gdf, parents([layer]))
+    return write_vector(ctx, raster_to_vector_name(ctx, args), gdf, parents([layer]))

@@ -58,8 +58,14 @@ class QuickArgs(Args):
     cmap: str = Field("viridis", description="matplotlib colormap")
 
 
+def quicklook_name(ctx: ToolContext, args: QuickArgs) -> str:
+    """``ql_<name as given>``."""
+    return out_name("ql", args.name)
+
+
 @register_tool("quicklook", args=QuickArgs, description="Quick-look PNG of a raster or scene.",
-               skills=["spectral_index", "land_cover", "water_flood"], output_kind="image", **_VZ)
+               skills=["spectral_index", "land_cover", "water_flood"], output_kind="image", output_name=quicklook_name,
+               **_VZ)
 def quicklook(ctx: ToolContext, args: QuickArgs) -> ToolResult:
     """PNG of a single-band raster (colormap ``cmap``, colour bar, NaN transparent) or of a scene
     as a true-colour composite (R,G,B bands, 2-98 % stretch). Output ``ql_<name>``.
@@ -80,7 +86,7 @@ def quicklook(ctx: ToolContext, args: QuickArgs) -> ToolResult:
         fig.colorbar(im, ax=ax, label=layers[0].units)
     ax.set_title(args.name, fontsize=8)
     ax.set_axis_off()
-    return write_png(ctx, out_name("ql", args.name), fig, parents(layers))
+    return write_png(ctx, quicklook_name(ctx, args), fig, parents(layers))
 
 
 class OverlayMapArgs(Args):
@@ -89,8 +95,14 @@ class OverlayMapArgs(Args):
     alpha: float = Field(0.5, ge=0, le=1)
 
 
+def map_overlay_name(ctx: ToolContext, args: OverlayMapArgs) -> str:
+    """``map_<name>_<overlay>`` as given."""
+    return out_name("map", args.name, args.overlay)
+
+
 @register_tool("map_overlay", args=OverlayMapArgs, description="PNG map of a raster with a mask or vector overlay.",
-               skills=["water_flood", "land_cover", "cloud_masking"], output_kind="image", **_VZ)
+               skills=["water_flood", "land_cover", "cloud_masking"], output_kind="image", output_name=map_overlay_name,
+               **_VZ)
 def map_overlay(ctx: ToolContext, args: OverlayMapArgs) -> ToolResult:
     """Base image (as :func:`quicklook`, grey for one band) in map coordinates with the overlay:
     a mask's 1-pixels in red (``alpha``) or vector outlines (reprojected to the base CRS).
@@ -123,15 +135,21 @@ def map_overlay(ctx: ToolContext, args: OverlayMapArgs) -> ToolResult:
         ax.imshow(rgba, extent=(mt.c, mt.c + mt.a * mw, mt.f + mt.e * mh, mt.f))
         extra = parents([m])
     ax.set_title(f"{args.name} + {args.overlay}", fontsize=8)
-    return write_png(ctx, out_name("map", args.name, args.overlay), fig, parents(layers) + extra)
+    return write_png(ctx, map_overlay_name(ctx, args), fig, parents(layers) + extra)
 
 
 class ChartArgs(Args):
     series: str = Field(description="series artifact")
 
 
+def plot_series_name(ctx: ToolContext, args: ChartArgs) -> str:
+    """``chart_<series>``."""
+    return out_name("chart", ctx.registry.get(args.series).name)
+
+
 @register_tool("plot_series", args=ChartArgs, description="PNG chart of a series over time.",
-               skills=["change_trend", "vegetation_drought", "water_flood"], output_kind="image", **_VZ)
+               skills=["change_trend", "vegetation_drought", "water_flood"], output_kind="image",
+               output_name=plot_series_name, **_VZ)
 def plot_series(ctx: ToolContext, args: ChartArgs) -> ToolResult:
     """Line chart (dates on x, values on y, markers) of a series artifact, with an OLS trend line.
     Output ``chart_<series>``.
@@ -151,4 +169,4 @@ def plot_series(ctx: ToolContext, args: ChartArgs) -> ToolResult:
     ax.set_ylabel(art.units)
     ax.set_title(art.name, fontsize=8)
     fig.autofmt_xdate()
-    return write_png(ctx, out_name("chart", art.name), fig, [art.name])
+    return write_png(ctx, plot_series_name(ctx, args), fig, [art.name])
