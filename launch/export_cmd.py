@@ -4,6 +4,11 @@
     earthrl export <verl lora_adapter> OUT --base-model DIR --lora-alpha A    a verl checkpoint's adapter
     ... --dtype bfloat16|float16|float32 (default bfloat16), --overwrite
 
+OUT gets a model card, ``OUT/README.md`` (:mod:`earthrl.launch.model_card`): base model, adapters, training stages
+and data, the run's held-out metrics with their intervals (or "not evaluated"), the ``vllm serve`` command with
+the tool-call parser (:mod:`earthrl.launch.serving`), the config and EarthRL's version; ``earthrl serve OUT``
+serves it.
+
 A checkpoint with one adapter per role (``agent.adapters``) exports each adapter, not merged, under
 ``OUT/adapters/<name>/`` (:mod:`earthrl.models.export`).
 
@@ -24,6 +29,7 @@ import sys
 from pathlib import Path
 
 from earthrl.launch.arg_parser import OneLineParser
+from earthrl.launch.model_card import write_card
 from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.models.export import (
     CLI_NAMES,
@@ -90,7 +96,7 @@ def check_checkpoint_flags(ckpt: Path, base_model: str | None, lora_alpha: float
 
 
 def export(args: argparse.Namespace) -> Path:
-    """Export what ``args`` names (module doc); returns the output folder.
+    """Export what ``args`` names and write its model card (module doc); returns the output folder.
 
     Raises:
         ExportError: one line naming the problem and the flag or file to fix.
@@ -102,11 +108,14 @@ def export(args: argparse.Namespace) -> Path:
         if missing:
             raise ExportError(f"{ckpt} is a verl LoRA adapter folder (no meta.json): also give "
                               + " and ".join(f"{flag} {VERL_FLAGS[flag]}" for flag in missing))
-        return export_verl_adapter(ckpt, args.out, args.base_model, args.lora_alpha, dtype=args.dtype,
-                                   overwrite=args.overwrite, names=CLI_NAMES)
-    base_model = check_checkpoint_flags(ckpt, args.base_model, args.lora_alpha)
-    return export_merged(ckpt, args.out, dtype=args.dtype, overwrite=args.overwrite, names=CLI_NAMES,
-                         base_model=base_model)
+        out = export_verl_adapter(ckpt, args.out, args.base_model, args.lora_alpha, dtype=args.dtype,
+                                  overwrite=args.overwrite, names=CLI_NAMES)
+    else:
+        base_model = check_checkpoint_flags(ckpt, args.base_model, args.lora_alpha)
+        out = export_merged(ckpt, args.out, dtype=args.dtype, overwrite=args.overwrite, names=CLI_NAMES,
+                            base_model=base_model)
+    write_card(out, ckpt)
+    return out
 
 
 def main(argv: list[str]) -> int:

@@ -34,6 +34,7 @@ from earthrl.launch import lifecycle
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.heldout import HeldoutEval
 from earthrl.launch.job_inputs import start_run_folder
+from earthrl.launch.model_card import write_card
 from earthrl.launch.step_batch import StepBatch, dump_rollouts, step_metrics
 from earthrl.launch.train_inputs import TrainInputs, prepare_train, with_warm_start
 from earthrl.launch.verl_config import verl_job
@@ -260,11 +261,13 @@ class LocalGRPORecipe:
 
 def export_run(output_dir: Path) -> Path | None:
     """Merge the newest checkpoint of the run in ``output_dir`` into a plain HF folder at ``<output_dir>/export``;
-    None when it has no checkpoint."""
+    None when it has no checkpoint. The folder gets its model card (:func:`earthrl.launch.model_card.write_card`)."""
     found = list_checkpoints(output_dir / "checkpoints")
     if not found:
         return None
-    return export_merged(found[-1], output_dir / "export", overwrite=True)
+    out = export_merged(found[-1], output_dir / "export", overwrite=True)
+    write_card(out, found[-1])
+    return out
 
 
 def run_verl_backend(cfg: DictConfig) -> list[dict]:

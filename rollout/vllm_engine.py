@@ -36,7 +36,6 @@ environment's Python, see :func:`vllm_python`), because on CPU its build and ver
 from __future__ import annotations
 
 import itertools
-import os
 import secrets
 import shutil
 import signal
@@ -53,7 +52,7 @@ import torch
 from earthrl.models.dtype import resolve_dtype
 from earthrl.models.lora import lora_config
 from earthrl.rollout.hf_engine import SamplingParams, actor_options
-from earthrl.rollout.vllm_env import LORA_MODES, EngineUnavailable, vllm_python
+from earthrl.rollout.vllm_env import LORA_MODES, EngineUnavailable, engine_env, vllm_python
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
 MAX_CONCURRENT_CALLS = 256
@@ -186,11 +185,8 @@ class VLLMEngine:
             max_loras=num_adapters)
         args += ["--merge-lora"] * self.merged
         authkey = secrets.token_bytes(32)
-        env = {**os.environ, "EARTHRL_VLLM_AUTHKEY": authkey.hex(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-               "OMP_NUM_THREADS": str(num_threads), "TOKENIZERS_PARALLELISM": "false"}
-        if device != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # cluster.device=cpu means no GPU for the engine either
-        env.pop("PYTHONPATH", None)  # the engine's environment is self-contained
+        env = {**engine_env(num_threads, device), "EARTHRL_VLLM_AUTHKEY": authkey.hex(),
+               "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=env, cwd=str(self._tmp), preexec_fn=_die_with_parent)

@@ -49,3 +49,24 @@ def vllm_python(setting: str = "auto") -> str | None:
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     return None
+
+
+def engine_env(num_threads: int, device: str = "cpu", base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a vLLM process EarthRL starts (the rollout engine, ``earthrl serve``).
+
+    Args:
+        num_threads: CPU threads of the process (``OMP_NUM_THREADS``; ``VLLM_CPU_OMP_THREADS_BIND`` is left to vLLM).
+        device: ``"cpu"`` hides every GPU (``CUDA_VISIBLE_DEVICES=""``: a CPU job's vLLM uses none either);
+            ``"cuda"`` leaves the visible GPUs as they are.
+        base: the environment to start from (default: this process's).
+
+    Returns:
+        a copy of ``base`` with those settings, ``TOKENIZERS_PARALLELISM=false`` and without ``PYTHONPATH`` (the
+        vLLM environment is self-contained: its Python must not import this one's packages).
+    """
+    env = {**(os.environ if base is None else base), "OMP_NUM_THREADS": str(int(num_threads)),
+           "TOKENIZERS_PARALLELISM": "false"}
+    if device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.pop("PYTHONPATH", None)
+    return env
