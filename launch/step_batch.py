@@ -82,12 +82,21 @@ def loop_metrics(trajs: list) -> dict[str, float]:
     return out | {f"rollout/loop/{k}": sum(float(t.agent_stats.get(k, 0)) for t in trajs) / n for k in counts}
 
 
-def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
+def turn_advantages(traj, advantage: torch.Tensor) -> list[float | None]:
+    """The advantage of each turn of ``traj`` (in :attr:`Trajectory.turns` order): the value on the turn's first
+    response token, which every token of the turn shares (:func:`earthrl.algorithms.estimators.token_advantages`
+    spreads one value per turn over its tokens); None for a turn without response tokens."""
+    return [float(advantage[a]) if b > a else None for a, b in traj.turn_spans()]
+
+
+def dump_rollouts(path: Path, step: int, batch: StepBatch, advantages: list[torch.Tensor] | None = None) -> None:
     """Append the step's trajectories (text, tool calls, each turn's role, node and adapter, the loop's
-    ``agent_stats``) with their scores to ``path`` (the run's rollouts.jsonl)."""
+    ``agent_stats``) with their scores to ``path`` (the run's rollouts.jsonl); with ``advantages`` (the step's
+    per-token advantages, aligned with ``batch.trajs``) each turn records its ``advantage`` too."""
     scores = batch.scores
     with path.open("a") as f:
         for i, t in enumerate(batch.trajs):
+            adv = turn_advantages(t, advantages[i]) if advantages is not None else [None] * len(t.turns)
             f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
                                 "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
                                 "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
@@ -96,5 +105,27 @@ def dump_rollouts(path: Path, step: int, batch: StepBatch) -> None:
                                            "error_kind": u.error_kind, "tool_call": u.tool_call, "role": u.role,
                                            "node": u.node, "adapter": u.adapter, "subgoal": u.subgoal,
                                            "verdict": u.verdict, "anchor": u.anchor, "candidate": u.candidate,
-                                           "node_state": u.node_state}
-                                          for u in t.turns]}) + "\n")
+                                           "node_state": u.node_state, "verdict_reasons": u.verdict_reasons,
+                                           "tool_calls": u.tool_calls, "advantage": a}
+                                          for u, a in zip(t.turns, adv)]}) + "\n")
+
+
+def read_rollouts(path: Path) -> list[dict]:
+    """The lines :func:`dump_rollouts` wrote to ``path``, in order; a torn last line (a write cut by a kill) is
+    dropped.
+
+    Raises:
+        ValueError: a line before the last that is not JSON (names the file and line).
+    """
+    lines = path.read_text(errors="replace").splitlines()
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n == len(lines):
+                break
+            raise ValueError(f"{path}:{n} is not JSON; fix or delete that line") from None
+    return out

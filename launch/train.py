@@ -236,7 +236,7 @@ class LocalGRPORecipe:
         metrics.jsonl and wandb)."""
         m = {**step_metrics(batch, advantages, loss_m, times), **fault_counts(batch.trajs),
              **batch.filter_metrics}
-        dump_rollouts(self.inputs.output_dir / "rollouts.jsonl", step, batch)
+        dump_rollouts(self.inputs.output_dir / "rollouts.jsonl", step, batch, advantages)
         log_internal_errors(self.inputs.output_dir, step, batch.trajs)
         bar.write(format_step(step, int(self.cfg.trainer.steps), m))
         return m

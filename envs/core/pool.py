@@ -28,6 +28,12 @@ from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
 
 
+def episode_dirname(episode_id: str) -> str:
+    """The name of an episode's workspace folder: the id with path separators and odd characters replaced by
+    ``_``, its last 80 characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", episode_id)[-80:]
+
+
 class EnvFailure(RuntimeError):
     """The environment, not the agent, failed (dead actor, lost episode)."""
 
@@ -52,8 +58,8 @@ class EnvWorker:
         self.envs: dict = {}
 
     def _workspace(self, episode_id: str) -> Path:
-        """The episode's folder: the id with path separators and odd characters replaced."""
-        return self.workspace_root / re.sub(r"[^A-Za-z0-9_.-]", "_", episode_id)[-80:]
+        """The episode's folder: ``workspace_root /`` :func:`episode_dirname`."""
+        return self.workspace_root / episode_dirname(episode_id)
 
     def _new_env(self, episode_id: str):
         return RSEnv(self.data_root, self._workspace(episode_id), **self.env_kwargs)
