@@ -224,6 +224,8 @@ def test_the_page_lists_filters_and_renders_a_known_episode_in_chromium(served):
         page.wait_for_selector("div.column[data-folder='1'] section.turn")
         assert page.locator("div.column[data-folder='0'] .episode").count() == 2
         assert page.locator("div.column[data-folder='1'] .episode").count() == 2
+        page.wait_for_function("() => { const i = document.querySelector(\"div.column[data-folder='1'] img.ql\");"
+                               " return i !== null && i.complete; }")  # the quick-look loads after the turn renders
         assert page.locator("div.column[data-folder='1'] img.ql").evaluate("i => i.naturalWidth") == 1
         page.goto(url + "/#/curves")
         page.wait_for_selector(".curve[data-metric='reward/mean'] polyline")
