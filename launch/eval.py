@@ -29,6 +29,7 @@ from earthrl.launch.job_inputs import check_job_config, check_replay, data_root,
 from earthrl.launch.sweep import sweep_job_dirname
 from earthrl.models.checkpoint import checkpoint_adapters
 from earthrl.rewards.metrics.report import build_earthbench_report, build_report, write_report
+from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import RolloutRuntime, run_adapters
 
@@ -307,6 +308,7 @@ class EvalJob:
         out = inputs.output_dir
         out.mkdir(parents=True, exist_ok=True)
         lifecycle.attach(out)
+        open_run_log(out)  # third-party logs and warnings there, not on the terminal
         (out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         if inputs.predictions is not None:
             report = build_earthbench_report(inputs.predictions, inputs.earthbench, mode=self.ev.metrics_mode,

@@ -52,6 +52,7 @@ from earthrl.launch.learn_report import summarise, write_summary
 from earthrl.launch.override_text import CONF_DIR, as_overrides
 from earthrl.launch.warm_start import keyed_overrides, preset_file
 from earthrl.models.checkpoint import list_checkpoints
+from earthrl.rollout.run_log import open_run_log
 
 ROW_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED = ("base", "sft", "eval")  # stage and folder names of the recipe itself
@@ -244,6 +245,7 @@ class LearnRecipe:
         self.validate()
         self.out.mkdir(parents=True, exist_ok=True)
         lifecycle.attach(self.out)
+        open_run_log(self.out)  # third-party logs and warnings there, not on the terminal
         (self.out / "config.yaml").write_text(OmegaConf.to_yaml(self.cfg, resolve=True))
         (self.out / "commands.sh").write_text(  # in the run's folder and cache, so they reproduce it from anywhere
             "# the stages of the last `earthrl learn` run, in order (with the virtual environment active: "

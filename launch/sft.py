@@ -43,6 +43,7 @@ from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
 from earthrl.rollout.chat import ChatCodec
+from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.sft_data import read_jsonl, write_jsonl
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
@@ -172,6 +173,7 @@ class SFTRecipe:
         self.config_dict = start_run_folder(cfg, inputs.output_dir, write=inputs.leader)
         if inputs.leader:
             lifecycle.attach(inputs.output_dir)
+            open_run_log(inputs.output_dir)  # third-party logs and warnings there, not on the terminal
         zero = cfg.cluster.deepspeed.zero_stage
         if zero is not None and self.ds is None:
             self.say(f"cluster.deepspeed.zero_stage={zero}: DeepSpeed runs under a multi-process launcher "

@@ -13,7 +13,7 @@ import torch
 
 from earthrl.rewards.scoring import Scores
 from earthrl.rollout.run_logger import LOGGED_AS
-from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, local_accounting
+from earthrl.rollout.step_accounting import TOKENS_PER_S_PER_GPU, by_skill, local_accounting
 
 
 @dataclass(frozen=True)
@@ -30,11 +30,14 @@ class StepBatch:
     score_s: float  # seconds spent scoring, part of the sampling's wall time
 
 
-def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict, times: dict[str, float]) -> dict:
+def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict, times: dict[str, float],
+                 skill_of: dict[str, str] | None = None) -> dict:
     """Scalar metrics of one step (reward, accuracy, error-turn rate, turns, speed, and the time split
     under the names both backends share, :mod:`earthrl.rollout.step_accounting`); ``times``: seconds of
     ``rollout`` (scoring excluded), ``reward`` (scoring + advantages), ``update`` (learner only),
-    ``weight_sync`` (LoRA push) and the whole ``step``."""
+    ``weight_sync`` (LoRA push) and the whole ``step``; ``skill_of``: task id → skill, for the per-skill
+    reward and accuracy (:func:`~earthrl.rollout.step_accounting.by_skill`; a task not in it counts as
+    skill ``"?"``)."""
     trajs, scores, engine_stats = batch.trajs, batch.scores, batch.engine_stats
     kept = [i for i, t in enumerate(trajs) if not t.faulted]
     agent = [trajs[i] for i in kept]
@@ -65,6 +68,8 @@ def step_metrics(batch: StepBatch, advantages: list[torch.Tensor], loss_m: dict,
         "perf/gen_tokens_per_s": accounting[TOKENS_PER_S_PER_GPU],  # one engine process
         **accounting,
         **{f"loss/{k}": v for k, v in loss_m.items()},
+        **by_skill([(skill_of or {}).get(t.task_id, "?") for t in agent], [scores.reward[i] for i in kept],
+                   [float(scores.correct[i]) for i in kept]),
     }
 
 def loop_metrics(trajs: list) -> dict[str, float]:

@@ -35,6 +35,7 @@ from earthrl.launch.config_schema import to_settings
 from earthrl.launch.heldout import HeldoutEval
 from earthrl.launch.job_inputs import start_run_folder
 from earthrl.launch.model_card import write_card
+from earthrl.launch.run_plots import write_run_plots
 from earthrl.launch.step_batch import StepBatch, dump_rollouts, step_metrics
 from earthrl.launch.train_inputs import TrainInputs, prepare_train, with_warm_start
 from earthrl.launch.verl_config import verl_job
@@ -43,6 +44,7 @@ from earthrl.models.export import export_merged
 from earthrl.models.policy import Policy
 from earthrl.rewards.scoring import Scores, score
 from earthrl.rollout.faults import FailureGuard, fault_counts
+from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger, format_step, log_internal_errors, truncate_logs
 from earthrl.rollout.runtime import RolloutRuntime
 
@@ -80,6 +82,7 @@ class LocalGRPORecipe:
         out = inputs.output_dir
         self.config_dict = start_run_folder(cfg, out)
         lifecycle.attach(out)  # stops what a killed run left here; records this run's processes
+        open_run_log(out)  # third-party logs and warnings there, not on the terminal
         if inputs.init_from is not None:  # which adapter started the run (an SFT warm start or trainer.init_from)
             (out / "init_from.json").write_text(json.dumps(
                 {"checkpoint": str(inputs.init_from), "warm_start": inputs.warm_start}, indent=2))
@@ -234,7 +237,8 @@ class LocalGRPORecipe:
         """The log stage of a step: its trajectories to rollouts.jsonl and internal_errors.jsonl, one console
         line. Returns the step's metrics (the step loop adds the held-out stage's and sends them to
         metrics.jsonl and wandb)."""
-        m = {**step_metrics(batch, advantages, loss_m, times), **fault_counts(batch.trajs),
+        skill_of = {t["id"]: t["skill"] for t in self.inputs.tasks}
+        m = {**step_metrics(batch, advantages, loss_m, times, skill_of), **fault_counts(batch.trajs),
              **batch.filter_metrics}
         dump_rollouts(self.inputs.output_dir / "rollouts.jsonl", step, batch, advantages)
         log_internal_errors(self.inputs.output_dir, step, batch.trajs)
@@ -290,6 +294,7 @@ def run(cfg: DictConfig) -> list[dict]:
               f"reached trainer.steps={cfg.trainer.steps}; nothing to train (raise trainer.steps to go on)")
         if cfg.trainer.export and not (inputs.output_dir / "export").is_dir():
             print(f"exported model: {export_run(inputs.output_dir)}")
+        print(f"plots: {len(write_run_plots(inputs.output_dir))} in {inputs.output_dir / 'plots'}")
         return []
     for line in inputs.notes:
         print(line, flush=True)
@@ -298,10 +303,13 @@ def run(cfg: DictConfig) -> list[dict]:
     try:
         recipe.setup(inputs)
         history = recipe.train()
+        plots = write_run_plots(inputs.output_dir)  # the whole run's, resumed steps included
+        recipe.logger.log_images(plots, step=int(cfg.trainer.steps))
         exported = export_run(inputs.output_dir) if cfg.trainer.export else None
         curve = " → ".join(f"{m['reward/mean']:.3f}" for m in history)
         print(f"reward curve: {curve or '(no new steps)'}")
         print(f"run folder: {inputs.output_dir}")
+        print(f"plots: {', '.join(p.name for p in plots) or '(none)'} in {inputs.output_dir / 'plots'}")
         if recipe.logger.wandb_dir:
             print(f"wandb ({recipe.logger.mode}): {recipe.logger.wandb_dir}")
         if exported:

@@ -26,6 +26,7 @@ from earthrl.algorithms.rollout_correction import RolloutCorrection
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import to_settings
 from earthrl.models.lora import merge_lora
+from earthrl.rollout.run_logger import wandb_mode
 
 VERL_MODULES = "earthrl.algorithms.verl_plugin,earthrl.rollout.verl_loop"
 """``VERL_USE_EXTERNAL_MODULES`` of every Ray worker: estimators, losses and the agent loop."""
@@ -51,6 +52,22 @@ def write_verl_dataset(tasks: list[dict], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)
     return path
+
+
+def verl_loggers(cfg: DictConfig) -> list[str]:
+    """verl's ``trainer.logger`` for EarthRL's ``logger`` setting: ``console``, plus ``wandb`` unless
+    ``logger.mode`` resolves to disabled (``logger=none``), as the local backend logs."""
+    return ["console"] + (["wandb"] if wandb_mode(str(cfg.logger.mode)) != "disabled" else [])
+
+
+def wandb_env(cfg: DictConfig) -> dict[str, str]:
+    """The Ray workers' wandb variables for verl's wandb logger: ``WANDB_MODE`` (``logger.mode`` resolved:
+    offline without ``WANDB_API_KEY``) and ``WANDB_DIR`` (the run folder, as the local backend writes it);
+    {} with wandb off."""
+    mode = wandb_mode(str(cfg.logger.mode))
+    if mode == "disabled":
+        return {}
+    return {"WANDB_MODE": mode, "WANDB_DIR": str(Path(cfg.trainer.output_dir))}
 
 
 def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, train_file: Path, val_file: Path,
@@ -104,7 +121,7 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
         "trainer": {"n_gpus_per_node": int(v.n_gpus_per_node), "nnodes": int(v.nnodes), "use_v1": False,
                     "total_training_steps": int(cfg.trainer.steps), "save_freq": int(cfg.trainer.save_every),
                     "default_local_dir": str(out_dir / "verl_checkpoints"), "project_name": str(cfg.logger.project),
-                    "experiment_name": str(cfg.experiment_name), "logger": ["console"], "test_freq": -1,
+                    "experiment_name": str(cfg.experiment_name), "logger": verl_loggers(cfg), "test_freq": -1,
                     "val_before_train": False, "device": "cuda"},
     }
     base = verl_default_config()
@@ -116,7 +133,8 @@ def compose_verl_config(cfg: DictConfig, *, model_path: Path, data_root: Path, t
     OmegaConf.set_struct(merged, False)
     merged.ray_kwargs.ray_init.runtime_env.env_vars = {
         "VERL_USE_EXTERNAL_MODULES": VERL_MODULES,
-        POLICY_LOSS_ENV: json.dumps(OmegaConf.to_container(loss, resolve=True), sort_keys=True)}
+        POLICY_LOSS_ENV: json.dumps(OmegaConf.to_container(loss, resolve=True), sort_keys=True),
+        **wandb_env(cfg)}
     merged.algorithm[ADVANTAGE_KEY] = OmegaConf.to_container(alg.advantage, resolve=True)
     timeout = cfg.env.get("step_timeout_s")
     merged.earthrl = {"data_root": str(data_root), "workspace_root": str(out_dir / "workspaces"), "env": env,

@@ -5,7 +5,8 @@ The v0 trainer passes the whole batch, agent-loop ``extra_fields`` included, to 
 EarthRL's estimators get their masks there (verl 0.9.1's v1 TransferQueue trainer hands the advantage
 step only a fixed set of fields, hence ``trainer.use_v1=false``). :func:`install_step_accounting`
 (same process) makes every training step's metrics carry EarthRL's shared per-step names
-(:mod:`earthrl.rollout.step_accounting`) next to verl's own, in every logger verl writes to.
+(:mod:`earthrl.rollout.step_accounting`, the per-skill reward and accuracy included) next to verl's own, in
+every logger verl writes to.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils import tracking
 from verl.utils.config import validate_config
 
-from earthrl.algorithms.verl_plugin import install_trainer_hook
-from earthrl.rollout.step_accounting import GEN_TOKENS, from_verl
+from earthrl.algorithms.verl_plugin import install_trainer_hook, rows_of
+from earthrl.algorithms.verl_reward import OUTCOME_METRIC
+from earthrl.rollout.step_accounting import GEN_TOKENS, by_skill, from_verl
 
 
 class StepAccountingTracking(tracking.Tracking):
@@ -50,13 +52,42 @@ def throughput_with_gen_tokens(verl_fn):
     return wrapped
 
 
+def batch_by_skill(batch) -> dict[str, float]:
+    """:func:`~earthrl.rollout.step_accounting.by_skill` of a verl training batch: each row's skill from its
+    ``earthrl_task``, reward = Σ ``token_level_scores`` (the trajectory reward verl put on the last token),
+    outcome = the reward function's ``acc``; rows hit by a fault (``earthrl_failure``) left out, as on the
+    local backend. {} for a batch without EarthRL's rows."""
+    n = len(batch)
+    rows = rows_of(batch.non_tensor_batch, n)
+    if not rows or "earthrl_task" not in rows[0] or OUTCOME_METRIC not in batch.non_tensor_batch:
+        return {}
+    scores = batch.batch["token_level_scores"].sum(-1).tolist()
+    acc = batch.non_tensor_batch[OUTCOME_METRIC]
+    kept = [i for i in range(n) if rows[i].get("earthrl_failure") is None]
+    return by_skill([(rows[i]["earthrl_task"] or {}).get("skill", "?") for i in kept], [scores[i] for i in kept],
+                    [float(acc[i]) for i in kept])
+
+
+def data_metrics_with_skills(verl_fn):
+    """``verl_fn`` (``compute_data_metrics(batch, use_critic)``) plus :func:`batch_by_skill`."""
+
+    def wrapped(batch, use_critic=True):
+        return {**verl_fn(batch=batch, use_critic=use_critic), **batch_by_skill(batch)}
+
+    wrapped.earthrl_wraps = verl_fn
+    return wrapped
+
+
 def install_step_accounting() -> None:
     """Hook the shared per-step names into verl 0.9.1's v0 trainer (idempotent): ``fit`` imports
     ``verl.utils.tracking.Tracking`` when it starts, which becomes :class:`StepAccountingTracking`, and
-    calls ``ray_trainer.compute_throughout_metrics``, which becomes :func:`throughput_with_gen_tokens`."""
+    calls ``ray_trainer.compute_throughout_metrics`` and ``ray_trainer.compute_data_metrics``, which become
+    :func:`throughput_with_gen_tokens` and :func:`data_metrics_with_skills`."""
     tracking.Tracking = StepAccountingTracking
     if not hasattr(ray_trainer.compute_throughout_metrics, "earthrl_wraps"):
         ray_trainer.compute_throughout_metrics = throughput_with_gen_tokens(ray_trainer.compute_throughout_metrics)
+    if not hasattr(ray_trainer.compute_data_metrics, "earthrl_wraps"):
+        ray_trainer.compute_data_metrics = data_metrics_with_skills(ray_trainer.compute_data_metrics)
 
 
 @ray.remote

@@ -123,6 +123,14 @@ class RunLogger:
                                 data=[[s, *[m.get(k, {}).get("value") for k in keys]] for s, m in report["by_skill"].items()])
             self.run.log({**images, f"{prefix}/by_skill": table}, step=step)
 
+    def log_images(self, paths: list[Path], step: int, prefix: str = "train") -> None:
+        """Send PNG plots to wandb as images ``<prefix>/plots/<file stem>`` at ``step`` (nothing with wandb off;
+        the files stay in the run folder either way)."""
+        if self.run is not None and paths:
+            import wandb
+
+            self.run.log({f"{prefix}/plots/{p.stem}": wandb.Image(str(p)) for p in paths}, step=step)
+
     def finish(self) -> None:
         """Close the wandb run and stop wandb's service process (the run's lifecycle stops every process the
         run started when it ends; a service left running would fail wandb's own exit hook with a traceback)."""

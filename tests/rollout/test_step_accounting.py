@@ -83,7 +83,7 @@ def _verl_step_metrics() -> dict:
 @pytest.fixture
 def hooked(monkeypatch):
     """EarthRL's verl task runner run in-process (verl's own ``run`` stubbed); verl's names restored after."""
-    for module, name in ((tracking, "Tracking"), (ray_trainer, "compute_throughout_metrics"),
+    for module, name in ((tracking, "Tracking"), (ray_trainer, "compute_throughout_metrics"), (ray_trainer, "compute_data_metrics"),
                          (ray_trainer, "compute_advantage")):
         monkeypatch.setattr(module, name, getattr(module, name))
     ran = []
@@ -128,3 +128,20 @@ def test_from_verl_without_earthrl_inputs_logs_no_made_up_figures():
     assert out == {ROLLOUT_S: 3.0, GENERATE_S: 3.0, ENV_S: 0.0, REWARD_S: 0.0, UPDATE_S: 1.0, WEIGHT_SYNC_S: 0.0,
                    STEP_S: 5.0}  # no token count, no memory figure: those names are absent
     assert not np.isnan(list(out.values())).any()
+
+
+def test_verl_batches_log_reward_and_accuracy_per_skill(hooked):
+    """4 rows as verl 0.9.1's v0 trainer holds them after the reward (``acc`` spread from reward_extra_info,
+    each row's extra_fields one key each): rewards 10, -1, 2 on their last token; the faulted row left out."""
+    scores = torch.zeros(4, 3)
+    scores[0, 2], scores[1, 1], scores[2, 0], scores[3, 2] = 10.0, -1.0, 2.0, 7.0
+    batch = DataProto.from_single_dict({"token_level_scores": scores})
+    tasks = [{"skill": "water"}, {"skill": "water"}, {"skill": "vegetation"}, {"skill": "vegetation"}]
+    batch.non_tensor_batch.update({"acc": np.array([1.0, 0.0, 1.0, 1.0]),
+                                   "earthrl_task": np.array(tasks, dtype=object),
+                                   "earthrl_failure": np.array([None, None, None, "env_failure"], dtype=object)})
+    m = verl_run.batch_by_skill(batch)
+    assert m == {"rollout/by_skill/vegetation/reward": 2.0, "rollout/by_skill/vegetation/accuracy": 1.0,
+                 "rollout/by_skill/water/reward": 4.5, "rollout/by_skill/water/accuracy": 0.5}
+    assert ray_trainer.compute_data_metrics.earthrl_wraps is not None  # fit's call gets them too
+    assert verl_run.batch_by_skill(DataProto.from_single_dict({"token_level_scores": scores})) == {}
