@@ -20,26 +20,14 @@ from the figure's artists), :func:`write_run_plots` saves the PNGs. Both backend
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from earthrl.rollout.run_logger import read_step_log
 
 BY_SKILL = "rollout/by_skill/"
 NO_CALL = "(no call)"
 """The tool name of an erroneous turn that called no tool (a parse failure)."""
-
-
-def _lines(path: Path) -> list[dict]:
-    """The JSON lines of ``path`` ([] without the file); a torn line (a write cut by a kill) is skipped."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def turn_errors(turn: dict) -> list[tuple[str, str]]:
@@ -65,7 +53,7 @@ def run_series(run_dir: Path) -> dict:
         (turns without response tokens, advantage None, left out; faulted trajectories too),
         "error_kinds": {tool: {kind: erroneous turns}}}`` (faulted trajectories left out, as from every metric).
     """
-    by_step = {int(m["step"]): m for m in _lines(run_dir / "metrics.jsonl") if "step" in m}
+    by_step = {int(m["step"]): m for m in read_step_log(run_dir / "metrics.jsonl") if "step" in m}
     steps = sorted(by_step)
     out: dict = {"steps": steps, "reward_by_skill": {}, "accuracy_by_skill": {}}
     for key in ("reward", "accuracy"):
@@ -82,7 +70,7 @@ def run_series(run_dir: Path) -> dict:
         out[name] = (have, [float(by_step[s][key]) for s in have])
     advantages: dict[int, list[float]] = defaultdict(list)
     errors: dict[str, Counter] = defaultdict(Counter)
-    for r in _lines(run_dir / "rollouts.jsonl"):
+    for r in read_step_log(run_dir / "rollouts.jsonl"):
         if r.get("faulted"):
             continue
         for turn in r.get("turns", []):

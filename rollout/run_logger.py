@@ -27,6 +27,20 @@ LOGGED_AS = {"is_weight_mean": "rollout_corr/rollout_is_mean",
 verl logs the same quantity (``trainer/ppo/rollout_corr_helper.py``), so that both backends' runs compare."""
 
 
+def read_step_log(path: Path) -> list[dict]:
+    """The JSON objects of one of the run's JSONL logs (:data:`STEP_LOGS`), in order; [] without the file. A line
+    that is not a JSON object (a write torn by a kill) is left out: readers of a run draw from what is whole."""
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return [r for r in rows if isinstance(r, dict)]
+
+
 def truncate_logs(output_dir: Path, step: int) -> int:
     """Drop the lines of steps after ``step`` from the run folder's :data:`STEP_LOGS` (each file
     rewritten atomically); returns the number of lines dropped. A line that is not JSON (a write

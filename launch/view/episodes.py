@@ -10,7 +10,6 @@ each step's episodes with their reward, correctness, per-turn rewards and advant
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from earthrl.envs.paths import data_dir
 from earthrl.launch.eval import read_trajectories
 from earthrl.launch.step_batch import read_rollouts
 from earthrl.rewards.outcome import answer_correct
+from earthrl.rollout.run_logger import read_step_log
 from earthrl.rollout.trajectory import Trajectory
 
 EPISODE_FILES = ("rollouts.jsonl", "trajectories.jsonl")
@@ -143,16 +143,7 @@ class Folder:
     def metrics(self) -> list[dict]:
         """The lines of the folder's ``metrics.jsonl`` (each ``{"step", <name>: value, …}``); [] without one. A
         line that is not JSON (a torn write) is left out."""
-        path = self.path / "metrics.jsonl"
-        if not path.is_file():
-            return []
-        rows = []
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return [r for r in rows if isinstance(r, dict)]
+        return read_step_log(self.path / "metrics.jsonl")
 
     def workspace(self, i: int) -> str | None:
         """The name of episode ``i``'s workspace folder under ``<folder>/workspaces`` when the run kept it, else
