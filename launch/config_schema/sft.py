@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -16,6 +17,9 @@ SFT_MODES = ("oracle", "unmasked", "masked")
 class SFTDataConfig:
     """The SFT trajectories."""
 
+    source: str | None = setting(None, "null: the trajectories sft.mode needs (oracle / failure-aware); expert_tuning: "
+                                          "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half)",
+                                 choices=("expert_tuning",), null=True)
     path: str | None = setting(None, "JSONL of SFT trajectories (`earthrl sft-data build`); null: built from "
                                         "the train split into <output_dir>/data/<source>.jsonl (reused when there)")
     max_tasks: int | None = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
@@ -32,6 +36,7 @@ class SFTConfig:
     mode: str = setting("masked", "oracle (oracle trajectories) | unmasked (failure-aware, every assistant turn) | "
                                   "masked (failure-aware, error turns labelled -100)", choices=SFT_MODES)
     data: SFTDataConfig = setting(factory=SFTDataConfig, doc="the SFT trajectories")
+    lora: dict[str, Any] = setting({}, "overrides of model.lora for this preset (HiRS Expert-tuning: rank 8)")
     epochs: int = setting(1, "passes over the data", range=(1, None))
     max_steps: int | None = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
     global_batch: int = setting(4, "sequences per optimizer step (all processes together under DeepSpeed)",
