@@ -219,7 +219,7 @@ Rule = Num | Text | Flag | ListOf | Group | Section | Mapping | Unknown | Preset
 
 def setting(default: Any = MISSING, doc: str = "", *, factory: Any = None, range: tuple | None = None,
             lo_open: bool = False, choices: tuple[str, ...] = (), nonempty: bool = False, empty: bool = False,
-            auto: bool = False, preset: str | None = None, values: Num | None = None, null: bool = False,
+            auto: bool | type = False, preset: str | None = None, values: Num | None = None, null: bool = False,
             schema: type | None = None) -> Any:
     """A schema field: its default (``MISSING``: the preset must give it; ``factory`` for a mutable one),
     its meaning and unit (``doc``), and the rules its type cannot carry.
@@ -228,7 +228,7 @@ def setting(default: Any = MISSING, doc: str = "", *, factory: Any = None, range
         range: ``(lo, hi)`` of a number (None: unbounded); ``lo_open`` excludes ``lo``.
         choices: the values a string (or each item of a list) may take.
         nonempty: a list must not be empty. empty: a string may be "".
-        auto: ``auto`` or a number in ``range`` (the field is typed ``Any``).
+        auto: ``auto`` or a number in ``range`` (the field is typed ``Any``); ``auto=int``: or a whole number.
         preset: the value names a ``conf/<preset>`` file (the field is typed ``Any``).
         values: the rule of every value of a free mapping.
         null: an ``Any`` field (``auto``, ``preset``) may be null.
@@ -269,7 +269,7 @@ def rule_of(cls: type, f: dataclasses.Field) -> Rule:
     if m.get("preset"):
         return Preset(m["preset"], null=null)
     if m.get("auto"):
-        return AutoOr(Num(lo, hi, lo_open=m.get("lo_open", False), integer=tp is int))
+        return AutoOr(Num(lo, hi, lo_open=m.get("lo_open", False), integer=m["auto"] is int))
     if dataclasses.is_dataclass(tp):
         return Group(tuple(g.name for g in dataclasses.fields(tp)), null=null)
     if tp is bool:

@@ -30,7 +30,7 @@ class HeldoutConfig:
 class TrainerConfig:
     """Schema of conf/trainer/*.yaml."""
 
-    steps: Any = setting(3, "GRPO steps; auto: by the machine's dtype (launch/machine_size)", auto=True,
+    steps: Any = setting(3, "GRPO steps; auto: by the machine's dtype (launch/machine_size)", auto=int,
                          range=(1, None))
     save_every: int = setting(1, "checkpoint every N steps (and at the end)", range=(1, None))
     keep_checkpoints: int = setting(2, "newest complete checkpoints kept", range=(1, None))

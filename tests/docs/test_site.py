@@ -35,7 +35,7 @@ def test_the_site_builds_strict_with_every_page(tmp_path):
     # the configuration reference, from the schema: trainer.steps = setting(3, …, auto=True, range=(1, None))
     # (typed Any, so its rule is a number, not an integer)
     config = (site / "reference" / "config" / "index.html").read_text("utf-8")
-    assert "<td><code>trainer.steps</code></td>\n<td><code>auto</code> or number ≥ 1</td>\n<td><code>3</code></td>" in config
+    assert "<td><code>trainer.steps</code></td>\n<td><code>auto</code> or integer ≥ 1</td>\n<td><code>3</code></td>" in config
     assert "<td><code>model.lora.dropout</code></td>\n<td>number in [0, 0.99]</td>" in config
     # offline: no page loads a font, script or style sheet from the web
     for page in site.rglob("*.html"):

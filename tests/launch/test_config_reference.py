@@ -37,4 +37,4 @@ def test_every_key_of_every_command_is_on_the_page():
     page = reference_markdown()
     missing = [key for command in ROOTS for key in leaf_keys(command) if f"| `{key}` |" not in page]
     assert not missing, missing
-    assert "| `trainer.steps` | `auto` or number ≥ 1 | `3` | GRPO steps;" in page
+    assert "| `trainer.steps` | `auto` or integer ≥ 1 | `3` | GRPO steps;" in page

@@ -251,6 +251,12 @@ def test_every_bad_value_is_named_in_the_one_line(hydra_ctx):
         check_config(compose_job("config", ["algorithm.group_size=0", "tasks.phrasing=XX", "algorithm.lr=-1"]), "train")
     assert str(err.value) == ("tasks.phrasing=XX must be one of IF, AP, OW; algorithm.group_size=0 must be at least 2; "
                               "algorithm.lr=-1 must be greater than 0")  # in the schema's order
+    for steps, line in (("2.5", "trainer.steps=2.5 must be auto or an integer"),  # a step count is whole
+                        ("0", "trainer.steps=0 must be auto or at least 1")):
+        with pytest.raises(ConfigError) as err:
+            check_config(compose_job("config", [f"trainer.steps={steps}"]), "train")
+        assert str(err.value) == line
+    check_config(compose_job("config", ["trainer.steps=auto"]), "train")
 
 
 def test_an_unknown_key_gets_the_closest_key_and_a_plus_only_under_a_free_mapping(hydra_ctx):
