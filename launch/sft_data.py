@@ -23,6 +23,7 @@ from earthrl.rewards.outcome import answer_correct
 from earthrl.rollout.runtime import env_kwargs
 from earthrl.rollout.sft_data import SOURCES, SFTTrajectory, build_oracle
 from earthrl.rollout.sft_failures import build_failure
+from earthrl.rollout.sft_planner import build_planner
 from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
 
 TEACHER_ENGINES = ("hf", "vllm", "openai")
@@ -35,7 +36,8 @@ def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
                   teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
-    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher``) over ``tasks``.
+    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``planner``) over ``tasks``
+    (``planner``: Earth-Agent-Pro's planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`).
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
@@ -43,10 +45,13 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
             for ``source="teacher"`` (its turns per episode: ``env.max_turns``).
 
     Raises:
-        ConfigError: an unknown source or teacher engine.
+        ConfigError: an unknown source or teacher engine; ``planner`` in another action format than json.
     """
     if source not in SOURCES:
         raise ConfigError(f"source {source!r}: use one of {', '.join(SOURCES)}")
+    if source == "planner" and cfg.env.action_format != "json":
+        raise ConfigError(f"source planner with env.action_format={cfg.env.action_format}: the planner-executor "
+                          "loop's executor writes json calls; use env=json (--format json)")
     root = data_root(cfg)
     ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
     if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):
@@ -55,6 +60,8 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
     try:
         if source == "oracle":
             return build_oracle(env, tasks, answer_correct, phrasing)
+        if source == "planner":
+            return build_planner(env, tasks, answer_correct, phrasing)
         if source == "failure":
             return build_failure(env, tasks, answer_correct, phrasing, seed=seed)
         t = teacher or {}
