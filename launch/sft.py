@@ -1,9 +1,10 @@
 """`earthrl sft`: LoRA SFT warm start on multi-turn trajectories with per-turn label masks.
 
 ``validate → data → setup → train → checkpoint``: the trajectories (``sft.data.path``, or built from
-the train split by the source ``sft.mode`` needs: oracle for ``oracle``, failure-aware for
-``unmasked``/``masked``; :func:`earthrl.launch.sft_data.build_records`; or, with
-``sft.data.source=expert_tuning``, HiRS Expert-tuning's chat items, :mod:`earthrl.rollout.sft_expert`) are tokenised with the
+the train split by the source ``sft.data.source`` names, or else the one ``sft.mode`` needs: oracle for ``oracle``,
+failure-aware for ``unmasked``/``masked``; Earth-Agent-Pro's planner and executor turns for ``planner``,
+:mod:`earthrl.rollout.sft_planner`; HiRS Expert-tuning's chat items for ``expert_tuning``,
+:mod:`earthrl.rollout.sft_expert`; :func:`earthrl.launch.sft_data.build_records`) are tokenised with the
 model's chat codec into the agent loop's token layout and labelled per turn
 (:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
 ``earthrl train`` take ``epochs × ⌈N / global_batch⌉`` steps of :func:`~earthrl.algorithms.sft_loss.sft_update`
@@ -43,12 +44,14 @@ from earthrl.models.checkpoint import save_checkpoint
 from earthrl.models.export import export_merged
 from earthrl.models.lora import merge_lora
 from earthrl.models.policy import Policy
+from earthrl.rollout.agents.plan import PLAN_STOP
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.sft_data import read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
+from earthrl.rollout.sft_planner import spread
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
 
 SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
@@ -110,6 +113,9 @@ class SFTRecipe:
         check_job_config(cfg, "sft")
         if cfg.sft.mode not in MASK_MODES:
             raise ConfigError(f"sft.mode={cfg.sft.mode}: use one of {', '.join(MASK_MODES)}")
+        if cfg.sft.data.source == "planner" and cfg.env.action_format != "json":
+            raise ConfigError(f"sft.data.source=planner with env={cfg.env.action_format}: the planner-executor loop's "
+                              "executor writes json calls; use env=json")
         model = model_path(cfg)
         root = data_root(cfg)
         output_dir = Path(cfg.sft.output_dir)
@@ -153,7 +159,10 @@ class SFTRecipe:
         cache = inputs.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
         if cache.is_file():
             return read_jsonl(cache), str(cache)
-        tasks = inputs.tasks[: int(n)] if n else inputs.tasks
+        if source == "planner":  # a few tasks cover every workflow skeleton
+            tasks = spread(inputs.tasks, int(n) if n else None)
+        else:
+            tasks = inputs.tasks[: int(n)] if n else inputs.tasks
         t0 = time.perf_counter()
         if source == EXPERT:  # plain chat items, no environment; the held-out 20% beside them for the MCQ/ordering eval
             recs, held, counts = build_expert(tasks, seed=int(data.seed))
@@ -192,7 +201,9 @@ class SFTRecipe:
         if self.ds is not None and inputs.leader:
             self.ds.barrier()
         tok = AutoTokenizer.from_pretrained(str(inputs.model_path))
-        self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), tuple(cfg.env.stop_strings),
+        # a planner turn ends in </plan>, where the planner_executor loop's engine stops (conf/agent)
+        stops = (*cfg.env.stop_strings, *((PLAN_STOP,) if any(r.source == "planner" for r in recs) else ()))
+        self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), stops,
                                             max_tokens=int(cfg.sft.data.max_tokens))
         if not self.examples:
             raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "

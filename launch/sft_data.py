@@ -25,6 +25,7 @@ from earthrl.rollout.sft_data import SOURCES, SFTTrajectory, build_oracle
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_failures import build_failure
+from earthrl.rollout.sft_planner import build_planner
 from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
 
 TEACHER_ENGINES = ("hf", "vllm", "openai")
@@ -37,8 +38,9 @@ def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
                   teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
-    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``expert_tuning``, the 80% training
-    half of HiRS Expert-tuning's items) over ``tasks``.
+    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``planner`` | ``expert_tuning``) over
+    ``tasks`` (``planner``: Earth-Agent-Pro's planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`;
+    ``expert_tuning``: the 80% training half of HiRS Expert-tuning's items).
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
@@ -46,13 +48,16 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
             for ``source="teacher"`` (its turns per episode: ``env.max_turns``).
 
     Raises:
-        ConfigError: an unknown source or teacher engine.
+        ConfigError: an unknown source or teacher engine; ``planner`` in another action format than json.
     """
     if source not in SOURCES:
         raise ConfigError(f"source {source!r}: use one of {', '.join(SOURCES)}")
     if source == EXPERT:  # plain chat items, no environment (the held-out half: build_expert)
         recs, _, counts = build_expert(tasks, seed=seed)
         return recs, counts
+    if source == "planner" and cfg.env.action_format != "json":
+        raise ConfigError(f"source planner with env.action_format={cfg.env.action_format}: the planner-executor "
+                          "loop's executor writes json calls; use env=json (--format json)")
     root = data_root(cfg)
     ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
     if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):
@@ -61,6 +66,8 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
     try:
         if source == "oracle":
             return build_oracle(env, tasks, answer_correct, phrasing)
+        if source == "planner":
+            return build_planner(env, tasks, answer_correct, phrasing)
         if source == "failure":
             return build_failure(env, tasks, answer_correct, phrasing, seed=seed)
         t = teacher or {}

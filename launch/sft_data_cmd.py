@@ -1,7 +1,8 @@
-"""``earthrl sft-data build``: write a JSONL of SFT trajectories (oracle, failure-aware or teacher).
+"""``earthrl sft-data build``: write a JSONL of SFT trajectories (oracle, failure-aware, teacher or planner).
 
     earthrl sft-data build --source oracle  --format json --out data/oracle.jsonl
     earthrl sft-data build --source failure --format hierarchical --out data/failure.jsonl
+    earthrl sft-data build --source planner --out data/planner.jsonl
     earthrl sft-data build --source teacher --engine openai --base-url http://127.0.0.1:8000/v1 \\
         --model Qwen3-32B --samples 2 --out data/teacher.jsonl
     earthrl sft-data build --source teacher --engine hf --model qwen2.5-coder-0.5b --out data/teacher.jsonl
@@ -10,7 +11,10 @@
 Every trajectory is played in a real :class:`~earthrl.envs.core.env.RSEnv` (execute mode, the env config
 ``conf/env/<format>.yaml``) over the train split of ``--tasks``; answers are judged with the rewards'
 check (:func:`earthrl.rewards.outcome.answer_correct`) and only correct ones are written. ``earthrl sft``
-builds the oracle / failure-aware data itself when ``sft.data.path`` is null (:func:`earthrl.launch.sft_data.build_records`).
+builds the oracle / failure-aware / planner data itself when ``sft.data.path`` is null
+(:func:`earthrl.launch.sft_data.build_records`). ``--source planner`` writes Earth-Agent-Pro's planner records (skill
+binding and workflow skeleton) and executor records (one json call per node) of ``agent=planner_executor``
+(:mod:`earthrl.rollout.sft_planner`); with ``--max-tasks`` it takes the tasks round-robin over their workflows.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from earthrl.launch.sft_data import TEACHER_ENGINES, build_records
 from earthrl.rollout.sft_data import SOURCES, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
+from earthrl.rollout.sft_planner import spread
 from earthrl.rollout.sft_teacher import EndpointError
 
 
@@ -84,7 +89,8 @@ def main(argv: list[str]) -> int:
             raise ConfigError("--source expert_tuning builds from the train split's workflows (its own 80/20 split "
                               "holds items out); drop --split test")
         cfg = compose_for(args.format, overrides)
-        tasks = load_tasks(cfg.tasks.name, args.split, data_root(cfg))[: args.max_tasks]
+        tasks = load_tasks(cfg.tasks.name, args.split, data_root(cfg))
+        tasks = spread(tasks, args.max_tasks) if args.source == "planner" else tasks[: args.max_tasks]
         held = None
         if args.source == EXPERT:
             recs, held, counts = build_expert(tasks, seed=args.seed)

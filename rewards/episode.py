@@ -50,6 +50,8 @@ class EpisodeRecord:
             are left out of every metric and counted under ``skipped["faulted"]``.
         agent_stats: the agent loop's counts for the episode (``Trajectory.agent_stats``: commits,
             cross-checks, replans, repairs, retries, …); {} for the flat loop and other sources.
+        plan: the tools of the planner's first valid plan without ``answer`` (``Trajectory.plan``), ``[]`` when it
+            wrote none; None for loops that do not plan and other sources.
     """
 
     task_id: str
@@ -62,6 +64,7 @@ class EpisodeRecord:
     action_format: str = "json"
     faulted: bool = False
     agent_stats: dict = field(default_factory=dict)
+    plan: list[str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict of the record."""
@@ -99,7 +102,8 @@ class EpisodeRecord:
         correct = answer_correct(answer, task["answer"]) if task.get("answer") is not None else None
         return cls(task_id=traj.task_id, calls=calls, turns=turns, answer=answer, correct=correct,
                    skill=task.get("skill", ""), mode=mode, action_format=action_format,
-                   faulted=bool(traj.faulted), agent_stats=dict(traj.agent_stats))
+                   faulted=bool(traj.faulted), agent_stats=dict(traj.agent_stats),
+                   plan=None if traj.plan is None else list(traj.plan))
 
     @classmethod
     def from_earthbench_prediction(cls, task_id: str, tool_calls: list | None, answer_text: str | None,

@@ -118,6 +118,9 @@ class Trajectory:
             "docs_opened": [...]}`` — what MEFR's progress terms are computed from.
         agent_stats: counts the agent loop reports for the episode (e.g. a planner–executor's
             ``{"commits", "retries", "repairs", ...}``); {} for the flat loop.
+        plan: the tools of the first valid plan a planning loop wrote, in order, ``answer`` left out (a
+            planner–executor's skeleton); ``[]`` when its planner wrote no valid plan; None for a loop that does
+            not plan.
     """
 
     task_id: str
@@ -133,6 +136,7 @@ class Trajectory:
     episode_id: str = ""
     record: dict = field(default_factory=dict)
     agent_stats: dict = field(default_factory=dict)
+    plan: list[str] | None = None
 
     def mark_failed(self, kind: str, traceback_text: str | None = None, turn: int | None = None,
                     detail: str | None = None) -> None:

@@ -25,6 +25,11 @@ reported ordering AEM ≤ PSR ≤ TSA):
   reference names (order, repeats and arguments ignored).
 - AEM (argument exact match): 1 iff PSR holds and every call's argument dict equals the
   reference call's (``==``).
+- Plan PSR / plan TSA (``plan_psr``, ``plan_tsa``): PSR and TSA of the planner's output instead of the executed
+  calls, for loops that plan (Earth-Agent-Pro's planner–executor): the tool names of the first valid plan
+  (``EpisodeRecord.plan``, ``answer`` left out) against the reference names; an episode whose planner wrote no valid
+  plan scores 0. A plan holds no argument values by design, so AEM is only defined on the executed calls (``aem``:
+  the executor's filling of the plan).
 - Hal.Rate = Σ hallucinating calls / Σ calls, a call hallucinating when its ``error_kind`` is
   ``"unknown_tool"`` or ``"hallucinated_path"`` (a tool that does not exist or a path the
   artifact registry never produced).
@@ -75,6 +80,18 @@ def argument_exact_match(rec: EpisodeRecord, ref: Sequence[dict]) -> float:
     if not plan_success(rec, ref):
         return 0.0
     return float(all(p.get("arguments") == r.get("arguments") for p, r in zip(rec.calls, ref)))
+
+
+def plan_success_of_plan(rec: EpisodeRecord, ref: Sequence[dict]) -> float:
+    """SimCRAFT PSR of the planner's output: 1.0 iff ``rec.plan`` == the reference names, in order (0.0 without a
+    valid plan)."""
+    return float(list(rec.plan or []) == [c.get("name") for c in ref])
+
+
+def tool_set_accuracy_of_plan(rec: EpisodeRecord, ref: Sequence[dict]) -> float:
+    """SimCRAFT TSA of the planner's output: 1.0 iff the set of ``rec.plan``'s tools == the set of reference names
+    (0.0 without a valid plan)."""
+    return float(bool(rec.plan) and set(rec.plan) == {c.get("name") for c in ref})
 
 
 def hallucinated_calls(rec: EpisodeRecord) -> tuple[int, int]:

@@ -8,7 +8,8 @@ the reference calls of their tasks with every registered metric (:data:`METRICS`
   :mod:`~earthrl.rewards.metrics.toolcalls` (Earth-Bench, Earth-Agent's evaluation code);
 - ``eir``, ``avg_turns``, ``action_tokens``, ``observation_tokens``:
   :mod:`~earthrl.rewards.metrics.agent` (RS-Claw-Evolution);
-- ``psr``, ``tsa``, ``aem``, ``hal_rate``, ``fmt_err``: :mod:`~earthrl.rewards.metrics.agent` (SimCRAFT);
+- ``psr``, ``tsa``, ``aem``, ``plan_psr``, ``plan_tsa``, ``hal_rate``, ``fmt_err``: :mod:`~earthrl.rewards.metrics.agent`
+  (SimCRAFT; ``plan_*`` on the planner's output of a planning loop);
 - ``inst``, ``tool``, ``arg``, ``ans``, ``ans_i``: :mod:`~earthrl.rewards.metrics.thinkgeo` (ThinkGeo),
   applied position by position to the record's calls + answer against the reference calls +
   an answer step; ``ans``/``ans_i`` equal Accuracy on EarthRL tasks (all have an answer).
@@ -63,6 +64,7 @@ class MetricSpec:
         needs_calls: the metric reads ``record.calls``; records whose calls were not logged
             (``calls is None``) are left out.
         judged: the metric reads ``record.correct``; records not judged (None) are left out.
+        needs_plan: the metric reads ``record.plan``; records of loops that do not plan (None) are left out.
         scores_missing: in ``"earthrl"`` mode a missing prediction enters this metric as an
             empty episode (no calls, no answer, not correct).
         source: paper and section.
@@ -74,6 +76,7 @@ class MetricSpec:
     needs_turns: bool = False
     needs_calls: bool = True
     judged: bool = False
+    needs_plan: bool = False
     scores_missing: bool = True
     source: str = ""
 
@@ -135,6 +138,10 @@ for _spec in (
     MetricSpec("psr", agent.plan_success, source=_SC),
     MetricSpec("tsa", agent.tool_set_accuracy, source=_SC),
     MetricSpec("aem", agent.argument_exact_match, source=_SC),
+    MetricSpec("plan_psr", agent.plan_success_of_plan, needs_calls=False, needs_plan=True, scores_missing=False,
+               source=_SC),
+    MetricSpec("plan_tsa", agent.tool_set_accuracy_of_plan, needs_calls=False, needs_plan=True, scores_missing=False,
+               source=_SC),
     MetricSpec("hal_rate", _on_record(agent.hallucinated_calls), ratio=True, scores_missing=False, source=_SC),
     MetricSpec("fmt_err", _on_record(agent.format_errors), ratio=True, **_TURNS, source=_SC),
     MetricSpec("inst", _thinkgeo_pair("inst_align", "ref_tool_steps", "ref_answer_steps"), ratio=True, source=_TG),
@@ -161,7 +168,8 @@ def enters_metric(spec: MetricSpec, rec: EpisodeRecord, missing: bool = False) -
     """Whether ``rec`` enters metric ``spec``: not a missing prediction the metric leaves out, and it has
     the turns, calls and judgement the metric reads (``needs_turns``, ``needs_calls``, ``judged``)."""
     return not ((missing and not spec.scores_missing) or (spec.needs_turns and not rec.turns)
-                or (spec.needs_calls and rec.calls is None) or (spec.judged and rec.correct is None))
+                or (spec.needs_calls and rec.calls is None) or (spec.judged and rec.correct is None)
+                or (spec.needs_plan and rec.plan is None))
 
 
 def compute_all(records: Sequence[EpisodeRecord], references: Mapping[str, Sequence[dict]], *,

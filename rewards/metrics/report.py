@@ -34,6 +34,8 @@ TABLE_METRICS = {
     "psr": ("PSR", "{:.3f}"),
     "tsa": ("TSA", "{:.3f}"),
     "aem": ("AEM", "{:.3f}"),
+    "plan_psr": ("Plan PSR", "{:.3f}"),
+    "plan_tsa": ("Plan TSA", "{:.3f}"),
     "hal_rate": ("Hal.Rate", "{:.3f}"),
     "fmt_err": ("Fmt.Err", "{:.3f}"),
 }

@@ -41,6 +41,8 @@ SKILL_HINT = "Write <plan>skill: <skill id></plan>"
 PLAN_HINT = "Write the plan as\n<plan>\nskill: <skill id>\nn1 <tool>\nn2 <tool> <- n1\nn3 answer <- n2\n</plan>"
 NODES_HINT = "Write the plan as\n<plan>\nn1 <tool>\nn2 <tool> <- n1\nn3 answer <- n2\n</plan>"
 SUFFIX_HINT = "Write the new suffix as\n<plan>\nn4 <tool> <- n1\nn5 answer <- n4\n</plan>"
+PLAN_STOP = "</plan>"
+"""The string that ends a planner turn (the loop's ``env.stop_strings`` hold it: the engine stops there)."""
 _SKILL_LINE = re.compile(r"^skill(?:\s*[:=]\s*|\s+)(.*?)\s*$", re.IGNORECASE)
 _LIST_MARK = re.compile(r"^(?:[-*•]|\d+[.)])\s+")
 
@@ -64,6 +66,20 @@ class Plan:
 
     skill: str
     nodes: tuple[Node, ...]
+
+
+def format_skill(skill: str) -> str:
+    """The skill-binding turn :func:`parse_skill` reads: ``<plan>skill: <skill></plan>``."""
+    return f"<plan>skill: {skill}{PLAN_STOP}"
+
+
+def format_plan(nodes: Sequence[Node], skill: str | None = None) -> str:
+    """The line form of a plan (module doc) that :func:`parse_plan` reads back to ``nodes``: ``<plan>``, a
+    ``skill: <id>`` line when ``skill`` is given, one ``<id> <tool> <- <needs>`` line per node, ``</plan>``.
+    Holds only ids and tool names (no paths, no values)."""
+    lines = [f"skill: {skill}"] if skill else []
+    lines += [f"{n.id} {n.tool}" + (f" <- {', '.join(n.needs)}" if n.needs else "") for n in nodes]
+    return "<plan>\n" + "\n".join(lines) + "\n" + PLAN_STOP
 
 
 def parse_skill(text: str, skills: Collection[str]) -> str:

@@ -143,13 +143,15 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
     plan), ``repairs``,
     ``nodes_run``, ``commits`` (entries of M_k), ``retries`` (in-node retries), ``retries_per_node``
     (retries / nodes run), ``failed_nodes``, ``wrong_tool_calls`` (executor calls of another node's tool) and
-    ``node_candidates`` (candidate calls sampled besides the played ones).
+    ``node_candidates`` (candidate calls sampled besides the played ones). ``traj.plan``: the first valid plan's
+    tools without ``answer`` (``[]`` when none), what the plan metrics ``plan_psr``/``plan_tsa`` score.
     """
     opts: PlannerExecutorOptions = cfg.options_as(PlannerExecutorOptions)
     traj = new_trajectory(task, group)
     eid = traj.episode_id
     stats: dict = dict.fromkeys(STATS, 0)
     traj.agent_stats = stats
+    traj.plan = []  # the first valid plan's tools (SimCRAFT's plan metrics on the planner's output)
     catalogue = skill_catalogue()
     allowed = {sid: tools for sid, (_, tools) in catalogue.items()}
     chars = opts.memory_chars
@@ -264,6 +266,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
                                       tries, plan_act(skill, []))
         if status != "ok":
             return
+        traj.plan = [n.tool for n in plan.nodes if n.tool != ANSWER]
         wf = Workflow(plan.skill, list(plan.nodes))
         memory: list[Evidence] = []
         k = 0

@@ -66,7 +66,9 @@ def test_default_mode_values_hand_computed():
     assert m["inst"]["value"] == pytest.approx(6 / 7)
     assert m["tool"]["value"] == pytest.approx(3 / 5) and m["arg"]["value"] == pytest.approx(3 / 5)
     assert m["ans"]["value"] == 0.5 == m["ans_i"]["value"]
-    for v in m.values():  # every metric carries its interval
+    # the plan metrics read a planning loop's plan: these records (no plan) are left out of them
+    assert m["plan_psr"]["n"] == 0 == m["plan_tsa"]["n"] and m.pop("plan_psr")["value"] != m.pop("plan_tsa")["value"]
+    for v in m.values():  # every other metric carries its interval
         assert v["ci95"][0] <= v["value"] + 1e-12 and v["value"] <= v["ci95"][1] + 1e-12
 
 
