@@ -91,6 +91,7 @@ train: fetch
 test-assets: install vllm
 	for d in $(DATA); do $(BIN)/earthrl fetch data $$d || exit 1; done
 	$(BIN)/earthrl fetch model tiny-llama
+	$(BIN)/earthrl fetch model all-minilm-l6-v2
 
 # lint (ruff: pyflakes, pycodestyle, import order, bugbear, pyupgrade; pyproject [tool.ruff]), then the
 # suite without the longest scenario runs (marker `long`); `make test-long` runs those

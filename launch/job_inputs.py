@@ -20,7 +20,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.core.env import MODES
 from earthrl.envs.core.replay import RECORDINGS, load_recordings
+from earthrl.envs.core.sops import load_sops
 from earthrl.envs.core.tasks import TaskFileError, load_suite
+from earthrl.envs.core.text_embedder import EMBEDDER
 from earthrl.envs.data.user_index import user_index_path
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.formats.registry import available_formats
@@ -176,6 +178,7 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
     key = OUTPUT_DIR_KEYS[command]
     check_output_dir(key, OmegaConf.select(cfg, key))
     check_env(to_settings(cfg.env))
+    check_sops(to_settings(cfg.env).sops)
     if "agent" in cfg:
         check_agent(to_settings(cfg.agent), str(cfg.env.action_format), str(cfg.get("backend", "local")))
         check_node_candidates(cfg, command)
@@ -186,6 +189,23 @@ def check_job_config(cfg: DictConfig, command: str) -> None:
             raise ConfigError(str(exc)) from None
     if cfg.cluster.engine != "auto" and cfg.cluster.engine not in ENGINES:
         raise ConfigError(f"cluster.engine={cfg.cluster.engine}: available engines: auto, {', '.join(sorted(ENGINES))}")
+
+
+def check_sops(sops, needed_by: str = "env.sops.retrieve=true") -> None:
+    """With SOP retrieval on (or ``needed_by`` another setting that retrieves): the encoder is fetched and the SOPs
+    (packaged and ``env.sops.folder``) parse.
+
+    Raises:
+        ConfigError: the encoder is missing (names the fetch command) or an SOP folder or file is bad.
+    """
+    if not sops.retrieve and needed_by == "env.sops.retrieve=true":
+        return
+    if not (model_dir(EMBEDDER) / "config.json").is_file():
+        raise ConfigError(f"{needed_by} needs the SOP encoder: run `earthrl fetch model {EMBEDDER}`")
+    try:
+        load_sops(sops.folder)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def model_path(cfg: DictConfig) -> Path:

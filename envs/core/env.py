@@ -27,6 +27,7 @@ from earthrl.envs.core.anchor import LineageIds
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
 from earthrl.envs.core.replay import ReplayBook, load_recordings
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
+from earthrl.envs.core.sops import question_of, retriever, with_sops
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.core.verifier import Verdict, consistency, plausibility, scalar_plausibility, value_range
 from earthrl.envs.data.artifacts import ArtifactRegistry, ToolError
@@ -171,6 +172,9 @@ class RSEnv:
             (any mode), or None.
         nan_max: NaN share above which the verifier says ``uncertain``.
         format_options: keyword options of the action format (e.g. codeact ``limits``).
+        sops: keyword arguments of :func:`earthrl.envs.core.sops.retriever` (``embedder_folder``, ``folder``,
+            ``top_k``, ``threshold``): :meth:`reset` appends the SOPs retrieved for the question to the first user
+            message (unperturbed, SimCRAFT's deployment setting); None: no retrieval.
 
     Raises:
         ValueError: unknown mode, action format or toolset.
@@ -184,7 +188,7 @@ class RSEnv:
     def __init__(self, data_root: Path, workspace: Path, mode: str = "execute",
                  max_obs_chars: int | None = None, action_format: str = "json",
                  toolset: str | list[str] = "mini", inject_errors: dict | None = None,
-                 nan_max: float = 0.5, format_options: dict | None = None):
+                 nan_max: float = 0.5, format_options: dict | None = None, sops: dict | None = None):
         if mode not in ENGINES:
             raise ValueError(f"mode {mode!r} is not supported; modes: {', '.join(MODES)}")
         self.data_root = Path(data_root)
@@ -198,6 +202,8 @@ class RSEnv:
         self.nan_max = nan_max
         self.scenes = {} if mode == "replay" else catalog(self.data_root)
         self.replay: ReplayBook | None = None
+        self.sop_retriever = retriever(**sops) if sops else None
+        self.retrieved_sops: list[tuple[str, float]] = []  # (family, similarity) of this episode's SOPs
         self.task: TaskSpec | None = None
         self.registry: ArtifactRegistry | None = None
         self.lineage: LineageIds | None = None
@@ -246,7 +252,9 @@ class RSEnv:
 
     def reset(self, task: TaskSpec, phrasing: str = "IF") -> str:
         """Start an episode of ``task``; returns the first user message: the question in
-        ``phrasing`` (``"IF"``/``"AP"``) and the data manifest (one line per scene).
+        ``phrasing`` (``"IF"``/``"AP"``), the data manifest (one line per scene) and, with SOP retrieval, the
+        SOPs retrieved for the question (:func:`~earthrl.envs.core.sops.with_sops`; families and similarities in
+        ``retrieved_sops``).
 
         Raises:
             KeyError: the task has no such phrasing, names a scene that is not in the data, or (replay
@@ -273,9 +281,17 @@ class RSEnv:
             if calls is None:
                 raise KeyError(f"task {task.id} has no recorded calls under {self.data_root}")
             self.replay = ReplayBook(task.id, calls, self.tools, self.registry)
-            return f"{task.question[phrasing]}\n\nData folder: {', '.join(task.data)}"
+            return self.add_sops(f"{task.question[phrasing]}\n\nData folder: {', '.join(task.data)}")
         manifest = "\n".join(scene_line(self.scenes[s]) for s in task.data)
-        return f"{task.question[phrasing]}\n\nData (scene | sensor | date | bands):\n{manifest}"
+        return self.add_sops(f"{task.question[phrasing]}\n\nData (scene | sensor | date | bands):\n{manifest}")
+
+    def add_sops(self, user: str) -> str:
+        """``user`` with the SOPs retrieved for its question (unchanged without retrieval)."""
+        if self.sop_retriever is None:
+            return user
+        found = self.sop_retriever.retrieve(question_of(user))
+        self.retrieved_sops = [(s.family, round(sim, 4)) for s, sim in found]
+        return with_sops(user, [s for s, _ in found])
 
     # -- results ------------------------------------------------------------------------------
     def truncate(self, text: str) -> str:

@@ -32,6 +32,18 @@ class FormatOptionsConfig:
 
 
 @dataclass
+class SOPConfig:
+    """SOP retrieval into the first user message (SimCRAFT CRAFT, envs/core/sops.py)."""
+
+    retrieve: bool = setting(False, "append the top-k retrieved SOPs to each episode's first user message "
+                                    "(unperturbed; needs `earthrl fetch model all-minilm-l6-v2`)")
+    folder: str | None = setting(None, "a folder of your own Markdown SOPs, added to the packaged ones "
+                                       "(envs/sops/*.md; a file of the same name replaces one); null: packaged only")
+    top_k: int = setting(2, "SOPs retrieved at most (SimCRAFT: 2)", range=(1, None))
+    threshold: float = setting(0.6, "least cosine similarity of a retrieved SOP (SimCRAFT: 0.6)", range=(-1, 1))
+
+
+@dataclass
 class EnvConfig:
     """Schema of conf/env/*.yaml."""
 
@@ -57,5 +69,6 @@ class EnvConfig:
                              range=(1, None))
     max_obs_chars: int = setting(600, "observations are truncated to this many characters", range=(1, None))
     max_context_tokens: int = setting(3072, "an episode stops when its tokens exceed this", range=(1, None))
+    sops: SOPConfig = setting(factory=SOPConfig, doc="SOP retrieval (SimCRAFT): retrieve, folder, top_k, threshold")
     stop_strings: list[str] = setting(["</tool_call>"], "a generated turn ends after any of these strings "
                                                         "([]: at the end-of-turn token)")

@@ -30,6 +30,17 @@ class SFTDataConfig:
 
 
 @dataclass
+class CRAFTConfig:
+    """SimCRAFT's CRAFT contexts (rollout/sft_craft.py): the SOPs retrieved for each trajectory's question (with
+    env.sops' folder, top_k and threshold) in its first user message, perturbed with probability epsilon."""
+
+    enabled: bool = setting(False, "train on CRAFT contexts (needs `earthrl fetch model all-minilm-l6-v2`)")
+    epsilon: float = setting(0.15, "probability that an example's SOP context is perturbed (an irrelevant SOP "
+                                    "injected or a parameter mutated; SimCRAFT: 0.15)", range=(0, 1))
+    seed: int = setting(0, "seed of the perturbation draws (one stream per epoch)", range=(0, None))
+
+
+@dataclass
 class SFTConfig:
     """Schema of conf/sft/*.yaml."""
 
@@ -37,7 +48,9 @@ class SFTConfig:
     mode: str = setting("masked", "oracle (oracle trajectories) | unmasked (failure-aware, every assistant turn) | "
                                   "masked (failure-aware, error turns labelled -100)", choices=SFT_MODES)
     data: SFTDataConfig = setting(factory=SFTDataConfig, doc="the SFT trajectories")
-    lora: dict[str, Any] = setting({}, "overrides of model.lora for this preset (HiRS Expert-tuning: rank 8)")
+    craft: CRAFTConfig = setting(factory=CRAFTConfig, doc="CRAFT: retrieved SOPs with noise in the context")
+    lora: dict[str, Any] = setting({}, "overrides of model.lora for this SFT (e.g. rank, alpha, dropout; HiRS "
+                                       "Expert-tuning: rank 8)")
     epochs: int = setting(1, "passes over the data", range=(1, None))
     max_steps: int | None = setting(None, "stop after N optimizer steps (null: epochs decide)", range=(1, None))
     global_batch: int = setting(4, "sequences per optimizer step (all processes together under DeepSpeed)",
