@@ -59,8 +59,8 @@ def answer_items(model: Path, recs: list, max_new_tokens: int, batch: int) -> li
     """Greedy answers of the model in folder ``model`` to ``recs``' prompts (system, user)."""
     from transformers import AutoTokenizer  # lazy: transformers and torch at import
 
-    from earthrl.rollout.chat import ChatCodec
-    from earthrl.rollout.hf_engine import HFEngine, SamplingParams
+    from earthrl.rollout.chat import ChatCodec  # lazy: with the engine below, only when a model answers
+    from earthrl.rollout.hf_engine import HFEngine, SamplingParams  # lazy: torch at import; --help stays fast
 
     codec = ChatCodec(AutoTokenizer.from_pretrained(str(model)))
     engine = HFEngine(str(model), stop_ids=[codec.eos_id], min_shared_prefix=0)
