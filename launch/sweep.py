@@ -106,7 +106,10 @@ class ComparisonTable(Callback):
         folder.mkdir(parents=True, exist_ok=True)
         table = comparison_markdown(self.rows)
         (folder / "comparison.md").write_text(table)
-        (folder / "comparison.json").write_text(json.dumps(self.rows, indent=2))
+        from earthrl.rewards.metrics.report import strict_json  # lazy: Hydra loads this callback before any job
+
+        # strict JSON (a metric with nothing to average is null, not a bare NaN) for every reader
+        (folder / "comparison.json").write_text(json.dumps(strict_json(self.rows), indent=2, allow_nan=False))
         return table
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:

@@ -201,8 +201,7 @@ def composition_error(exc: BaseException, command: str, overrides: list[str] = (
     if isinstance(err, (ConfigKeyError, ConfigAttributeError)) or "not in" in str(err):
         parent, _, last = key.rpartition(".")
         if parent == "agent.options":  # the loop's preset lists its options: an unknown one is most likely a typo
-            return (f"unknown config key '{key}': the agent loop's preset lists no option '{last}' (docs/agents.md "
-                    f"names each loop's options); a loop's own new option takes a +: +{key}=…")
+            return _unknown_option(key, last, overrides)
         if isinstance(rule_for(parent, command), Mapping):  # a free mapping: new keys take a +
             return f"unknown config key '{key}': {parent} has no '{last}' yet; add it with +{key}=…"
         given = [o.lstrip("+~").split("=", 1)[0] for o in overrides if "=" in o]
@@ -215,6 +214,23 @@ def composition_error(exc: BaseException, command: str, overrides: list[str] = (
     if isinstance(rule, Group) and problem is None:
         problem = f"must be a group of settings ({', '.join(rule.keys)})"
     return f"{key}={_shown(value)} {problem or str(err).splitlines()[0]}"
+
+
+def _unknown_option(key: str, last: str, overrides) -> str:
+    """One line for an ``agent.options`` key that the chosen loop's preset (``conf/agent/<agent>.yaml``, ``react``
+    unless ``agent=`` says otherwise) does not list: the closest option (did you mean), else the options it has;
+    a loop's own new option (``agent.name=package.module:function``) takes a ``+``."""
+    from earthrl.launch.override_text import CONF_DIR  # lazy: only for this message
+
+    preset = next((o.split("=", 1)[1] for o in overrides if o.startswith("agent=")), "react")
+    path = CONF_DIR / "agent" / f"{preset}.yaml"
+    options = sorted((OmegaConf.load(path).get("agent", {}).get("options") or {}).keys()) if path.is_file() else []
+    close = difflib.get_close_matches(last, options, n=1)
+    if close:
+        return f"unknown config key '{key}'; did you mean 'agent.options.{close[0]}'?"
+    have = f"its options are {', '.join(options)}" if options else "it has no options"
+    return (f"unknown config key '{key}': agent={preset} has no option '{last}' ({have}; docs/agents.md); "
+            f"a loop's own new option takes a +: +{key}=…")
 
 
 def unknown_key_message(key: str, command: str, value: Any = None) -> str:

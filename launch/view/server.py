@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from earthrl.launch.view.confined import OutsideFolder, list_files, read_file
 from earthrl.launch.view.episodes import Folder
+from earthrl.rewards.metrics.report import strict_json
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "style.css": "text/css; charset=utf-8"}
@@ -52,7 +53,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _json(self, value, status: int = HTTPStatus.OK) -> None:
-        self._send(status, json.dumps(value, allow_nan=False, default=str).encode(), "application/json")
+        # a metric with nothing to average is NaN in metrics.jsonl: null here, as the browser's JSON.parse needs
+        self._send(status, json.dumps(strict_json(value), allow_nan=False, default=str).encode(), "application/json")
 
     def _not_found(self, why: str) -> None:
         self._json({"error": why}, HTTPStatus.NOT_FOUND)

@@ -160,9 +160,14 @@ def test_an_eval_folder_recorded_with_another_loop_or_options_is_not_resumed(hyd
 
 
 def test_an_options_typo_is_named_as_one(hydra_ctx):
-    with pytest.raises(ConfigError, match=r"^unknown config key 'agent.options.verfy': the agent loop's preset lists "
-                                          r"no option 'verfy'"):
+    with pytest.raises(ConfigError) as err:
         compose_job("eval", ["agent=hierarchical", "agent.options.verfy=false"])
+    assert str(err.value) == "unknown config key 'agent.options.verfy'; did you mean 'agent.options.verify'?"
+    with pytest.raises(ConfigError) as err:  # nothing close: the loop's options, and the + of a loop's own option
+        compose_job("eval", ["agent=planner_executor", "agent.options.zzz=1"])
+    assert str(err.value) == ("unknown config key 'agent.options.zzz': agent=planner_executor has no option 'zzz' (its "
+                              "options are max_node_retries, max_plan_retries, max_repairs, memory_chars, "
+                              "node_candidates; docs/agents.md); a loop's own new option takes a +: +agent.options.zzz=…")
 
 
 def test_a_checkpoints_evaluation_has_a_default_folder_of_its_own(hydra_ctx):

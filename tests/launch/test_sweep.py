@@ -1,5 +1,6 @@
 """The sweep's comparison table: last metrics per job, labelled by what differs."""
 
+import json
 from types import SimpleNamespace
 
 from earthrl.launch.sweep import ComparisonTable, comparison_markdown, last_metrics, sweep_job_dirname
@@ -12,8 +13,8 @@ def test_last_metrics_keeps_the_latest_value_of_each_key():
 
 def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
     cb = ComparisonTable()
-    ok = SimpleNamespace(overrides=["algorithm=grpo", "trainer.steps=2"],
-                         return_value=[{"heldout/accuracy": 0.5, "heldout/eir": 0.125}])
+    ok = SimpleNamespace(overrides=["algorithm=grpo", "trainer.steps=2"],  # hal_rate: nothing to average
+                         return_value=[{"heldout/accuracy": 0.5, "heldout/eir": 0.125, "heldout/hal_rate": float("nan")}])
 
     class Failed:
         overrides = ["algorithm=mefr_tap", "trainer.steps=2"]
@@ -37,6 +38,9 @@ def test_table_labels_rows_by_the_swept_override_and_lists_failures(tmp_path):
     assert lines[5] == "| algorithm=mefr_tap | failed: RuntimeError: boom |  |"
     cb.on_multirun_end(cfg)
     assert (tmp_path / "comparison.md").read_text() == table
+    rows = json.loads((tmp_path / "comparison.json").read_text())  # strict JSON: a NaN is null
+    assert rows[0]["metrics"] == {"heldout/accuracy": 0.5, "heldout/eir": 0.125, "heldout/hal_rate": None}
+    assert "NaN" not in (tmp_path / "comparison.json").read_text()
 
 
 def test_an_evaluation_sweep_compares_reports_with_each_loop_s_counts_and_role_tokens(tmp_path):

@@ -71,7 +71,8 @@ def folders(tmp_path):
                   [torch.zeros(8)])
     logger = RunLogger(run, "p", "n", "disabled", {})
     for step, reward in ((1, 0.25), (2, 0.5), (3, 0.75)):
-        logger.log({"reward/mean": reward, "eval/accuracy": reward / 2}, step=step)
+        # hal_rate: NaN as a metric with nothing to average is in every real run's metrics.jsonl
+        logger.log({"reward/mean": reward, "eval/accuracy": reward / 2, "eval/hal_rate": float("nan")}, step=step)
     for sample, (answer, eid) in enumerate(((0.183, "t/ndvi-aa"), (0.3, "t/ndvi-bb"))):
         traj = _traj("t/ndvi", {"value": answer, "unit": ""}, [_turn(ACTION, 3), _turn(f"answer {answer}", 2)], eid)
         with (ev / "trajectories.jsonl").open("a") as f:
@@ -160,6 +161,15 @@ def test_the_api_lists_every_episode_and_serves_the_kept_png(served):
     episode = json.loads(_get(f"{url}/api/episode/1/0")[1])
     assert episode["images"] == [f"ql_ndvi_{SCENE}.png"]
     assert _get(f"{url}/files/1/0/ql_ndvi_{SCENE}.png") == (200, PNG)
+
+
+def test_the_curves_api_answers_with_null_for_a_metric_that_is_nan(served):
+    url, _, _ = served
+    status, body = _get(f"{url}/api/metrics/0")
+    rows = json.loads(body)  # strict JSON: the browser's JSON.parse refuses a bare NaN
+    assert status == 200 and b"NaN" not in body
+    assert [(r["step"], r["reward/mean"], r["eval/hal_rate"]) for r in rows] == [(1, 0.25, None), (2, 0.5, None),
+                                                                               (3, 0.75, None)]
 
 
 def test_file_requests_cannot_leave_the_folder(served, tmp_path):
