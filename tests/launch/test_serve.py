@@ -124,6 +124,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a vLLM server start-up, about 60 s on 2 cores: make test-long
 def test_serve_answers_a_tool_call_request_on_cpu_and_ctrl_c_stops_it(exported):
     require_vllm()
     port = _free_port()

