@@ -8,13 +8,12 @@ import spyndex
 import torch
 from transformers import AutoTokenizer
 
-from earthrl.algorithms.sft_loss import sft_eval_loss, sft_update
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.models.policy import Policy
 from earthrl.rewards.metrics.expert_items import accuracy, parse_letter, parse_order, score_answer
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.sft_expert import build_expert, build_items, split_items
 from earthrl.rollout.sft_tokens import encode
+from tests.sft.steps_kit import three_steps
 
 #: two hand-written workflows in the suite's task layout (two templates, one an _mc twin of the other)
 WATER = {"id": "t/water/1", "template": "s2_water_area", "question": {"AP": "Water area of scene S?"},
@@ -123,10 +122,6 @@ def test_a_few_tiny_model_steps_lower_the_loss_of_expert_records(tiny_model):
     recs = [r for r in train if r.task_id.startswith(("mcq/", "order/"))][:4]
     examples, _ = encode(recs, codec, "oracle")
     lora = {"rank": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
-    policy = Policy(str(tiny_model), lora, dtype="float32", gradient_checkpointing=False)
-    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
-    before = sft_eval_loss(policy, examples, 2)
-    losses = [sft_update(policy, opt, examples, 2, 1.0)["loss"] for _ in range(3)]
-    after = sft_eval_loss(policy, examples, 2)
+    before, losses, after = three_steps(tiny_model, examples, lora, 2)
     assert losses[0] == pytest.approx(before, rel=1e-4)
     assert after < before - 0.1, (before, losses, after)

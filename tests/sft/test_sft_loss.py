@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_loss, sft_update
-from earthrl.models.policy import Policy
+from earthrl.algorithms.sft_loss import cosine_lr, sft_loss
 from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.sft_tokens import encode
+from tests.sft.steps_kit import three_steps
 from tests.sft.test_sft_labels import _record
 
 LORA = {"rank": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]}
@@ -41,11 +41,7 @@ def test_a_few_sft_steps_lower_the_loss_of_their_batch(tiny_model):
     torch.manual_seed(0)
     codec = ChatCodec(AutoTokenizer.from_pretrained(str(tiny_model)))
     examples, _ = encode([_record()], codec, "masked", ("</tool_call>",))
-    policy = Policy(str(tiny_model), LORA, dtype="float32", gradient_checkpointing=False)
-    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
-    before = sft_eval_loss(policy, examples, 1)
-    losses = [sft_update(policy, opt, examples, 1, 1.0)["loss"] for _ in range(3)]
-    after = sft_eval_loss(policy, examples, 1)
+    before, losses, after = three_steps(tiny_model, examples, LORA, 1)
     assert losses[0] == pytest.approx(before, rel=1e-4)  # the first step's loss is the model before it
     assert all(a > b for a, b in zip(losses, losses[1:] + [after])), (losses, after)  # falls at every step
     assert after < before - 0.1, (before, losses, after)

@@ -10,11 +10,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from earthrl.algorithms.sft_loss import sft_eval_loss, sft_update
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import load_suite
 from earthrl.envs.tools.registry import TOOLS
-from earthrl.models.policy import Policy
 from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rewards.metrics.compute import compute_all, references_of
 from earthrl.rewards.outcome import answer_correct
@@ -24,6 +22,7 @@ from earthrl.rollout.chat import ChatCodec
 from earthrl.rollout.sft_planner import build_planner, planner_records, reference_skeleton, spread
 from earthrl.rollout.sft_tokens import encode
 from tests.rollout.test_planner_executor import SCENE, _run
+from tests.sft.steps_kit import three_steps
 from tests.sft.test_sft_loss import LORA
 
 
@@ -140,10 +139,6 @@ def test_a_few_planner_sft_steps_lower_the_loss(built, tiny_model):
     # the skill and skeleton turns end in </plan>, where the engine stops: no end-of-turn token is supervised
     skeleton = codec.tokenizer(recs[1].turns[0].action, add_special_tokens=False)["input_ids"]
     assert examples[1].input_ids[-len(skeleton):] == skeleton and sum(examples[1].label_mask) == len(skeleton)
-    policy = Policy(str(tiny_model), LORA, dtype="float32", gradient_checkpointing=False)
-    opt = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-2)
-    before = sft_eval_loss(policy, examples, 1)
-    losses = [sft_update(policy, opt, examples, 1, 1.0)["loss"] for _ in range(3)]
-    after = sft_eval_loss(policy, examples, 1)
+    before, losses, after = three_steps(tiny_model, examples, LORA, 1)
     assert losses[0] == pytest.approx(before, rel=1e-4)
     assert after < before - 0.1, (before, losses, after)
