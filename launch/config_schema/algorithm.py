@@ -22,7 +22,8 @@ class SamplingConfig:
                                       "turn) and no group of make train had a correct sample", range=(0, None))
     top_p: float = setting(1.0, "nucleus sampling: the smallest token set with this probability mass",
                            range=(0, 1), lo_open=True)
-    max_new_tokens: int = setting(64, "tokens generated per turn at most", range=(1, None))
+    max_new_tokens: int = setting("${env.max_action_tokens}", "tokens generated per turn at most (default: the "
+                                  "suite's env.max_action_tokens)", range=(1, None))
 
 
 @dataclass

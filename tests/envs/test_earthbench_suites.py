@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hydra import initialize_config_dir
+from omegaconf import OmegaConf
 
 from earthrl.envs.benchmarks.earthbench import load_earthbench
 from earthrl.envs.benchmarks.earthbench_rsclaw import POOL_IDS, SEED, TRAIN_IDS, choose_train_ids
@@ -102,11 +103,19 @@ def test_the_suite_presets_bring_earthbenchs_env_keys_and_the_command_line_wins(
             "replay", "earthbench", 16384, 20)
         assert (cfg.env.action_format, cfg.env.max_obs_chars) == ("json", 600)  # the env group's other keys stay
         assert cfg.cluster.vllm.max_model_len == 17408  # the engine holds the context and a turn's response
+        # a turn may write a call of up to 1,024 tokens (Earth-Bench's calls: median 81, 95th percentile 571 tokens),
+        # and the engine holds it beside the 16,384-token context
+        sampling = cfg.algorithm.sampling if command == "config" else cfg.sampling
+        assert (cfg.env.max_action_tokens, sampling.max_new_tokens) == (1024, 1024)
+        assert cfg.env.max_context_tokens + sampling.max_new_tokens == cfg.cluster.vllm.max_model_len
         cfg = compose_job(command, ["logger=none", f"tasks={name}", "env.max_turns=7", "env.max_context_tokens=8192",
                                     "env.toolset=all"])
         assert (cfg.env.toolset, cfg.env.max_context_tokens, cfg.env.max_turns) == ("all", 8192, 7)
         cfg = compose_job(command, ["logger=none", f"tasks={name}", "cluster.vllm.max_model_len=12288"])
         assert cfg.cluster.vllm.max_model_len == 12288
+        key = "algorithm.sampling" if command == "config" else "sampling"  # the command line wins over the preset
+        cfg = compose_job(command, ["logger=none", f"tasks={name}", f"{key}.max_new_tokens=200"])
+        assert (cfg.env.max_action_tokens, OmegaConf.select(cfg, key).max_new_tokens) == (1024, 200)
         # a preset after the env and agent groups: agent=hierarchical keeps its format, the suite its limits
         cfg = compose_job(command, ["logger=none", f"tasks={name}", "agent=hierarchical"])
         assert (cfg.env.action_format, cfg.env.toolset, cfg.env.max_turns) == ("hierarchical", "earthbench", 20)
