@@ -4,9 +4,10 @@
 the train split by the source ``sft.data.source`` names, or else the one ``sft.mode`` needs: oracle for ``oracle``,
 failure-aware for ``unmasked``/``masked``; Earth-Agent-Pro's planner and executor turns for ``planner``,
 :mod:`earthrl.rollout.sft_planner`; HiRS Expert-tuning's chat items for ``expert_tuning``,
-:mod:`earthrl.rollout.sft_expert`; :func:`earthrl.launch.sft_data.build_records`) are tokenised with the
-model's chat codec into the agent loop's token layout and labelled per turn
-(:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
+:mod:`earthrl.rollout.sft_expert`; the teacher loop's hint-guided re-explorations for ``teacher_loop``,
+:mod:`earthrl.rollout.sft_teacher_loop`, the teacher ``sft.data.teacher``;
+:func:`earthrl.launch.sft_data.build_records`) are tokenised with the model's chat codec into the agent
+loop's token layout and labelled per turn (:mod:`earthrl.rollout.sft_tokens`); the same :class:`~earthrl.models.policy.Policy` and AdamW as
 ``earthrl train`` take ``epochs × ⌈N / global_batch⌉`` steps of :func:`~earthrl.algorithms.sft_loss.sft_update`
 under the cosine schedule, on ``cluster.device``. Under a multi-process launcher with
 ``cluster.deepspeed.zero_stage`` set, the processes share each global batch through DeepSpeed ZeRO
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update, sft_update_deepspeed
 from earthrl.envs.core.sops import question_of, retriever
@@ -63,6 +65,7 @@ from earthrl.rollout.sft_data import read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_planner import spread
+from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
 
 SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
@@ -128,6 +131,12 @@ class SFTRecipe:
         if cfg.sft.data.source == "planner" and cfg.env.action_format != "json":
             raise ConfigError(f"sft.data.source=planner with env={cfg.env.action_format}: the planner-executor loop's "
                               "executor writes json calls; use env=json")
+        loop_teacher = cfg.sft.data.teacher
+        if (cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine == "openai"
+                and not (loop_teacher.base_url and loop_teacher.model)):
+            raise ConfigError("sft.data.source=teacher_loop with sft.data.teacher.engine=openai needs "
+                              "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
+                              "being trained)")
         if cfg.sft.craft.enabled:
             check_sops(to_settings(cfg.env).sops, needed_by="sft.craft.enabled=true")
         model = model_path(cfg)
@@ -183,7 +192,15 @@ class SFTRecipe:
             recs, held, counts = build_expert(tasks, seed=int(data.seed))
             write_jsonl(held, cache.with_name(cache.stem + ".heldout.jsonl"))
         else:
-            recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing))
+            teacher = None
+            if source == LOOP:  # the teacher: the model being trained (hf, vllm) or an endpoint (openai)
+                teacher = {**OmegaConf.to_container(data.teacher), "seed": int(data.seed),
+                           "api_key": os.environ.get("OPENAI_API_KEY")}
+            recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing),
+                                         teacher=teacher)
+            if source == LOOP:  # what became of every task, beside the data
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                cache.with_name(cache.stem + ".counts.json").write_text(json.dumps(counts, indent=1) + "\n")
         write_jsonl(recs, cache)
         print(f"sft data: {len(recs)} {source} trajectories from {len(tasks)} train tasks in "
               f"{time.perf_counter() - t0:.1f}s ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> {cache}",

@@ -1,7 +1,8 @@
 """The SFT trajectory sources as one call, :func:`build_records` (``earthrl sft`` and ``earthrl sft-data
 build`` both use it): oracle and failure-aware trajectories played in a real
 :class:`~earthrl.envs.core.env.RSEnv` of the config's ``env`` group, teacher rollouts from a rollout engine
-(agent loop) or an OpenAI-compatible endpoint; answers judged with the rewards' check
+(agent loop) or an OpenAI-compatible endpoint, and the teacher loop's hint-guided re-explorations
+(:mod:`earthrl.rollout.sft_teacher_loop`); answers judged with the rewards' check
 (:func:`earthrl.rewards.outcome.answer_correct`), only correct trajectories returned.
 """
 
@@ -19,6 +20,7 @@ from earthrl.launch.compute import job_device
 from earthrl.launch.config_schema import to_settings
 from earthrl.launch.config_schema.algorithm import SamplingConfig
 from earthrl.launch.job_inputs import data_root
+from earthrl.launch.sft_teacher_chat import TEACHER_ENGINES, teacher_chat
 from earthrl.rewards.outcome import answer_correct
 from earthrl.rollout.runtime import env_kwargs
 from earthrl.rollout.sft_data import SOURCES, SFTTrajectory, build_oracle
@@ -26,9 +28,9 @@ from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_failures import build_failure
 from earthrl.rollout.sft_planner import build_planner
-from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
-
-TEACHER_ENGINES = ("hf", "vllm", "openai")
+from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory
+from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
+from earthrl.rollout.sft_teacher_loop import build_teacher_loop
 
 
 def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
@@ -38,14 +40,16 @@ def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
                   teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
-    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``planner`` | ``expert_tuning``) over
-    ``tasks`` (``planner``: Earth-Agent-Pro's planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`;
+    """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``teacher_loop`` | ``planner`` |
+    ``expert_tuning``) over ``tasks`` (``teacher_loop``: hint-guided re-explorations of the teacher's failed episodes,
+    :func:`~earthrl.rollout.sft_teacher_loop.build_teacher_loop`; ``planner``: Earth-Agent-Pro's planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`;
     ``expert_tuning``: the 80% training half of HiRS Expert-tuning's items).
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
         teacher: ``{"engine", "model", "base_url", "api_key", "samples", "temperature", "max_new_tokens"}``
-            for ``source="teacher"`` (its turns per episode: ``env.max_turns``).
+            for ``source="teacher"``, with ``"attempts"`` (hinted re-explorations per task) for ``teacher_loop``
+            (:func:`~earthrl.launch.sft_teacher_chat.teacher_chat`; turns per episode: ``env.max_turns``).
 
     Raises:
         ConfigError: an unknown source or teacher engine; ``planner`` in another action format than json.
@@ -71,13 +75,16 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
         if source == "failure":
             return build_failure(env, tasks, answer_correct, phrasing, seed=seed)
         t = teacher or {}
-        if t.get("engine") != "openai":
+        if source == "teacher" and t.get("engine") != "openai":
             raise ConfigError(f"teacher engine {t.get('engine')!r}: use one of {', '.join(TEACHER_ENGINES)}")
-        chat = openai_chat(t["base_url"], t["model"], temperature=float(t.get("temperature", 0.0)),
-                           max_tokens=int(t.get("max_new_tokens", 512)), api_key=t.get("api_key") or "EMPTY")
-        return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), phrasing=phrasing,
-                              max_turns=int(cfg.env.max_turns),
-                              stop_strings=tuple(cfg.env.stop_strings))
+        chat, close = teacher_chat(cfg, t)
+        try:
+            play = dict(phrasing=phrasing, max_turns=int(cfg.env.max_turns), stop_strings=tuple(cfg.env.stop_strings))
+            if source == LOOP:
+                return build_teacher_loop(env, tasks, chat, answer_correct, attempts=int(t.get("attempts", 2)), **play)
+            return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), **play)
+        finally:
+            close()
     finally:
         env.close()
 

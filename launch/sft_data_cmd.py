@@ -1,4 +1,4 @@
-"""``earthrl sft-data build``: write a JSONL of SFT trajectories (oracle, failure-aware, teacher or planner).
+"""``earthrl sft-data build``: write a JSONL of SFT trajectories (oracle, failure-aware, teacher, teacher loop or planner).
 
     earthrl sft-data build --source oracle  --format json --out data/oracle.jsonl
     earthrl sft-data build --source failure --format hierarchical --out data/failure.jsonl
@@ -6,6 +6,8 @@
     earthrl sft-data build --source teacher --engine openai --base-url http://127.0.0.1:8000/v1 \\
         --model Qwen3-32B --samples 2 --out data/teacher.jsonl
     earthrl sft-data build --source teacher --engine hf --model qwen2.5-coder-0.5b --out data/teacher.jsonl
+    earthrl sft-data build --source teacher_loop --engine hf --model qwen2.5-coder-0.5b --attempts 2 \\
+        --out data/loop.jsonl                                                # + data/loop.counts.json
     earthrl sft-data build --source expert_tuning --out data/expert.jsonl   # + data/expert.heldout.jsonl
 
 Every trajectory is played in a real :class:`~earthrl.envs.core.env.RSEnv` (execute mode, the env config
@@ -14,11 +16,16 @@ check (:func:`earthrl.rewards.outcome.answer_correct`) and only correct ones are
 builds the oracle / failure-aware / planner data itself when ``sft.data.path`` is null
 (:func:`earthrl.launch.sft_data.build_records`). ``--source planner`` writes Earth-Agent-Pro's planner records (skill
 binding and workflow skeleton) and executor records (one json call per node) of ``agent=planner_executor``
-(:mod:`earthrl.rollout.sft_planner`); with ``--max-tasks`` it takes the tasks round-robin over their workflows.
+(:mod:`earthrl.rollout.sft_planner`); with ``--max-tasks`` it takes the tasks round-robin over their workflows. ``--source teacher_loop`` re-explores each
+task the teacher fails up to ``--attempts`` times with a hint made from its real error observation
+(:mod:`earthrl.rollout.sft_teacher_loop`; ``hf``/``vllm`` run ``--model`` in this process) and writes what became
+of every task (kept first try, kept after a hint, dropped wrong, dropped without an answer, the hints' classes)
+to ``<out stem>.counts.json`` beside the output.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,12 +36,14 @@ from earthrl.envs.errors import ConfigError
 from earthrl.launch.arg_parser import OneLineParser
 from earthrl.launch.job_inputs import data_root, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
-from earthrl.launch.sft_data import TEACHER_ENGINES, build_records
+from earthrl.launch.sft_data import build_records
+from earthrl.launch.sft_teacher_chat import TEACHER_ENGINES
 from earthrl.rollout.sft_data import SOURCES, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_planner import spread
 from earthrl.rollout.sft_teacher import EndpointError
+from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
 
 
 def compose_for(action_format: str, overrides: list[str]) -> DictConfig:
@@ -63,6 +72,7 @@ def main(argv: list[str]) -> int:
     b.add_argument("--base-url", default=None, help="teacher endpoint, e.g. http://127.0.0.1:8000/v1")
     b.add_argument("--api-key", default=None, help="teacher endpoint key (default: $OPENAI_API_KEY or EMPTY)")
     b.add_argument("--samples", type=int, default=1, help="teacher episodes per task")
+    b.add_argument("--attempts", type=int, default=2, help="teacher_loop: hinted re-explorations per failed task")
     b.add_argument("--temperature", type=float, default=0.7)
     b.add_argument("--max-new-tokens", type=int, default=256)
     b.add_argument("--max-turns", type=int, default=None, help="turns per episode (the override env.max_turns=N)")
@@ -73,16 +83,19 @@ def main(argv: list[str]) -> int:
             raise ConfigError(f"--out {args.out} is a folder; name a .jsonl file (e.g. {args.out / 'sft.jsonl'})")
         overrides = [f"tasks.name={args.tasks}", *args.overrides]
         teacher = None
-        if args.source == "teacher":
+        if args.source in ("teacher", LOOP):
             if args.engine == "openai" and not (args.base_url and args.model):
-                raise ConfigError("--source teacher --engine openai needs --base-url URL and --model NAME")
+                raise ConfigError(f"--source {args.source} --engine openai needs --base-url URL and --model NAME")
+            if args.attempts < 0:
+                raise ConfigError(f"--attempts {args.attempts}: give 0 or more hinted re-explorations per task")
             if args.engine in ("hf", "vllm"):
                 overrides.append(f"cluster.engine={args.engine}")
                 if args.model:
                     overrides.append(f"model.path={args.model}" if "/" in args.model else f"model={args.model}")
             teacher = {"engine": args.engine, "model": args.model, "base_url": args.base_url,
                        "api_key": args.api_key or os.environ.get("OPENAI_API_KEY"), "samples": args.samples,
-                       "temperature": args.temperature, "max_new_tokens": args.max_new_tokens}
+                       "temperature": args.temperature, "max_new_tokens": args.max_new_tokens,
+                       "attempts": args.attempts, "seed": args.seed}
         if args.max_turns is not None:
             overrides.append(f"env.max_turns={args.max_turns}")
         if args.source == EXPERT and args.split != "train":
@@ -106,4 +119,8 @@ def main(argv: list[str]) -> int:
         print(f"expert_tuning: {write_jsonl(held, heldout)} held-out MCQ/ordering items -> {heldout}")
     print(f"{args.source} ({args.format}): {n} trajectories from {len(tasks)} {args.split} tasks -> {args.out}")
     print("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if args.source == LOOP:
+        side = args.out.with_name(args.out.stem + ".counts.json")
+        side.write_text(json.dumps(counts, indent=1) + "\n")
+        print(f"counts -> {side}")
     return 0

@@ -30,7 +30,7 @@ from earthrl.envs.tools.registry import TOOLS
 Judge = Callable[[dict | None, dict], bool]
 """``judge(answer, truth) -> bool``: the env's recorded ``{"value", "unit"}`` against the task's answer dict."""
 
-SOURCES = ("oracle", "failure", "teacher", "planner", "expert_tuning")
+SOURCES = ("oracle", "failure", "teacher", "teacher_loop", "planner", "expert_tuning")
 
 
 @dataclass

@@ -94,6 +94,20 @@ def _error_message(observation: str, kind: str) -> str:
     return line[:160]
 
 
+_CODE_ERRORS = ("code_error", "syntax_error")
+
+
+def hint_category(error_kind: str) -> str:
+    """The paper's class of an error kind: :data:`DEPENDENCY` for ``hallucinated_path`` (an artifact no earlier
+    call made), :data:`PATTERN` for tool names and call syntax (``unknown_tool``, ``parse_error``, Python
+    errors), :data:`CONSTRAINT` for the rest (``schema_error``, ``out_of_range``, ``tool_error``, …)."""
+    if error_kind == "hallucinated_path":
+        return DEPENDENCY
+    if error_kind in ("unknown_tool", "parse_error", *_CODE_ERRORS):
+        return PATTERN
+    return CONSTRAINT
+
+
 def error_hint(error_kind: str, observation: str, wrong: dict | None, right: dict) -> str:
     """The hint a recovery turn carries, derived from the env's error (module doc).
 
@@ -103,14 +117,11 @@ def error_hint(error_kind: str, observation: str, wrong: dict | None, right: dic
         wrong: the wrong call (None for a call that did not parse).
         right: the correct call.
     """
-    if error_kind == "hallucinated_path":
-        category = DEPENDENCY
-    elif error_kind in ("unknown_tool", "parse_error", "code_error", "syntax_error"):
-        category = PATTERN
-    else:
-        category = CONSTRAINT
+    category = hint_category(error_kind)
     changed = [k for k in right["arguments"] if wrong is None or wrong["arguments"].get(k) != right["arguments"][k]]
-    if wrong is None:
+    if wrong is None and error_kind in _CODE_ERRORS:
+        fix = f"fix the Python error; the step calls {right['name']} with {json.dumps(right['arguments'])}"
+    elif wrong is None:
         fix = "write the call as valid JSON with balanced braces and double quotes"
     elif wrong["name"] != right["name"]:
         fix = f"the tool is named '{right['name']}'"
@@ -228,3 +239,52 @@ def build_failure(env: RSEnv, tasks: list[dict], judge: Judge, phrasing: str = "
         out.append(made)
     counts["kept"] = len(out)
     return out, counts
+
+
+# ------------------------------------------------------------- hints from a played episode
+
+
+def reference_step(task: dict, done: list[str], wrong: dict | None) -> dict:
+    """The reference call a failed call stood for: the first reference call (answer included) of ``wrong``'s tool
+    not yet among ``done`` (names of the calls that ran without error before), else the first reference call whose
+    tool is not in ``done``, else the answer call."""
+    calls = reference_calls(task)
+    left = list(calls)
+    for name in done:
+        hit = next((c for c in left if c["name"] == name), None)
+        if hit is not None:
+            left.remove(hit)
+    if wrong is not None:
+        same = next((c for c in left if c["name"] == wrong["name"]), None)
+        if same is not None:
+            return same
+    return left[0] if left else calls[-1]
+
+
+def observed_hint(history: list, task: dict, after: int = 0) -> str | None:
+    """The :func:`error_hint` of the first error turn of a played episode, or None when no turn erred.
+
+    Args:
+        history: the episode's :class:`~earthrl.envs.core.env.StepResult` s (``RSEnv.history``).
+        task: the task dict; its reference workflow names the call the failed one stood for
+            (:func:`reference_step`; RS-Claw-Evolution builds its hints with the reference code, §VI).
+        after: error turns before this index are passed over (a replayed prefix).
+    """
+    done: list[str] = []
+    for i, res in enumerate(history):
+        if res.error and i >= after:
+            bad = next((c for c in res.tool_calls if c.get("error")), None)
+            wrong = {"name": bad["name"], "arguments": dict(bad.get("arguments") or {})} if bad else None
+            return error_hint(res.error_kind or "error", res.observation, wrong, reference_step(task, done, wrong))
+        done += [c["name"] for c in res.tool_calls if not c.get("error")]
+    return None
+
+
+def workflow_hint(history: list, task: dict) -> str:
+    """The hint of an episode that erred nowhere yet ended wrong or without an answer: a *dependency* hint naming
+    the tools it called and the reference workflow's tool order (no argument, no value)."""
+    called = [c["name"] for res in history for c in res.tool_calls if not c.get("error")]
+    ended = "with a wrong answer" if any(res.answer is not None for res in history) else "without an answer"
+    order = " -> ".join(c["name"] for c in reference_calls(task))
+    return (f"Hint ({DEPENDENCY}): the last attempt ended {ended} after calling "
+            f"{', '.join(called) or 'no tool'}. Fix: the workflow is {order}, each step on the artifact of the one before.")

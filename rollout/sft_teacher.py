@@ -17,6 +17,7 @@ for json), as the engine stops there, so the recorded action is exactly what the
 
 from __future__ import annotations
 
+import itertools
 import json
 import urllib.error
 import urllib.request
@@ -87,17 +88,56 @@ def openai_chat(base_url: str, model: str, *, temperature: float = 0.0, max_toke
 
 
 def endpoint_episode(env: RSEnv, task: dict, chat: Chat, judge: Judge, *, phrasing: str = "IF", max_turns: int = 5,
-                     stop_strings: tuple[str, ...] = ()) -> SFTTrajectory:
-    """One episode of ``task`` with the teacher ``chat`` acting in ``env`` (module doc)."""
-    traj = start(env, task, phrasing, "teacher")
+                     stop_strings: tuple[str, ...] = (), source: str = "teacher", prefix: list[SFTTurn] | None = None,
+                     hint: str | None = None) -> SFTTrajectory:
+    """One episode of ``task`` with the teacher ``chat`` acting in ``env`` (module doc).
+
+    Args:
+        prefix: turns of an earlier episode of ``task`` replayed first (their actions run again in ``env``, the
+            record takes the env's observations of this replay); the teacher goes on after them.
+        hint: text the teacher sees after the last observation before its first own turn (after the first user
+            message when there is no prefix). It is put in the teacher's messages only; the record keeps the
+            env's observations and notes the hint on the teacher's first turn (``SFTTurn.hint``).
+
+    ``env.history`` holds the episode's :class:`~earthrl.envs.core.env.StepResult` s until the next reset.
+    """
+    traj = start(env, task, phrasing, source)
     messages = [{"role": "system", "content": traj.system}, {"role": "user", "content": traj.user}]
-    for _ in range(max_turns):
+    for turn in prefix or []:
+        res = step(env, traj, turn.action, turn.role)
+        if res.done:
+            return finish(traj, task, judge)
+        messages += [{"role": "assistant", "content": turn.action}, {"role": "user", "content": res.observation}]
+    if hint:
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n\n" + hint}
+    for k in range(max_turns - len(prefix or [])):
         action = cut_at_stop(chat(messages), stop_strings)
-        res = step(env, traj, action)
+        res = step(env, traj, action, hint=hint if k == 0 else None)
         if res.done:
             break
         messages += [{"role": "assistant", "content": action}, {"role": "user", "content": res.observation}]
     return finish(traj, task, judge)
+
+
+def engine_chat(engine, tokenizer, *, temperature: float = 0.0, max_new_tokens: int = 512, seed: int = 0) -> Chat:
+    """A :data:`Chat` over an in-process rollout engine (:class:`~earthrl.rollout.hf_engine.HFEngine` or
+    :class:`~earthrl.rollout.vllm_engine.VLLMEngine`: ``generate(prompt ids, SamplingParams)``).
+
+    The messages are rendered with ``tokenizer``'s chat template (generation prompt added); the reply is the
+    response ids decoded without special tokens. Each call draws with the next seed (``seed``, ``seed + 1``, …),
+    so that repeated calls on one context differ when ``temperature`` > 0.
+    """
+    from earthrl.rollout.hf_engine import SamplingParams  # lazy: torch
+
+    calls = itertools.count(seed)
+
+    def chat(messages: list[dict]) -> str:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+        params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_p=1.0, seed=next(calls))
+        out = engine.generate([ids], params)[0]
+        return tokenizer.decode(out["response_ids"], skip_special_tokens=True)
+    return chat
 
 
 def build_endpoint(env: RSEnv, tasks: list[dict], chat: Chat, judge: Judge, *, samples: int = 1, phrasing: str = "IF",

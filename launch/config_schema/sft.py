@@ -14,6 +14,22 @@ SFT_MODES = ("oracle", "unmasked", "masked")
 
 
 @dataclass
+class SFTTeacherConfig:
+    """The teacher of ``source: teacher_loop`` (rollout/sft_teacher_loop.py): hint-guided re-explorations of its
+    failed episodes in the real env, kept when they end correct."""
+
+    engine: str = setting("hf", "hf | vllm: the config's model (the model being trained) in this process; openai: "
+                                "the endpoint base_url serving model", choices=("hf", "vllm", "openai"))
+    model: str | None = setting(None, "openai: the endpoint's model name (hf, vllm: set model=NAME / model.path)",
+                                null=True)
+    base_url: str | None = setting(None, "openai: the endpoint, e.g. http://127.0.0.1:8000/v1 (its key: "
+                                         "$OPENAI_API_KEY)", null=True)
+    attempts: int = setting(2, "hinted re-explorations per task the first episode fails", range=(0, None))
+    temperature: float = setting(0.7, "teacher sampling temperature (0: greedy)", range=(0, None))
+    max_new_tokens: int = setting(256, "tokens per teacher turn at most", range=(1, None))
+
+
+@dataclass
 class SFTDataConfig:
     """The SFT trajectories."""
 
@@ -21,12 +37,16 @@ class SFTDataConfig:
                                         "the train split into <output_dir>/data/<source>.jsonl (reused when there)")
     source: str | None = setting(None, "null: the source sft.mode needs (oracle, or failure-aware); planner: "
                                         "Earth-Agent-Pro's planner and executor turns (sft=planner); expert_tuning: "
-                                        "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half)",
-                                 choices=("oracle", "failure", "planner", "expert_tuning"), null=True)
+                                        "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half); "
+                                        "teacher_loop: the teacher's episodes, failed ones re-explored with hints from "
+                                        "their real errors (sft=teacher_loop)",
+                                 choices=("oracle", "failure", "teacher_loop", "planner", "expert_tuning"), null=True)
     max_tasks: int | None = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
     max_tokens: int = setting(3072, "trajectories with more tokens are left out (counted)", range=(64, None))
     phrasing: str = setting("IF", "question phrasing of the built data", choices=PHRASINGS)
-    seed: int = setting(0, "failure-aware data: which fault each task gets", range=(0, None))
+    seed: int = setting(0, "failure-aware data: which fault each task gets; teacher_loop: the teacher's sampling "
+                           "seed", range=(0, None))
+    teacher: SFTTeacherConfig = setting(factory=SFTTeacherConfig, doc="the teacher of source teacher_loop")
 
 
 @dataclass
