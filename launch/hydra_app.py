@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.errors import ConfigError
 from earthrl.launch.config_schema import register
+from earthrl.launch.sweep import one_folder
 
 
 def slug(value: str) -> str:
@@ -26,6 +27,8 @@ def slug(value: str) -> str:
 # ${slug:${tasks.name}} in experiment names (a task file path must not become nested folders)
 if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", slug)
+if not OmegaConf.has_resolver("one_folder"):  # ${one_folder:${hydra:job.override_dirname}} in run folders
+    OmegaConf.register_new_resolver("one_folder", one_folder)
 
 register()  # the schemas the primary configs list first (conf/config.yaml: train_schema, …)
 

@@ -121,6 +121,12 @@ class ComparisonTable(Callback):
         print(f"\nsweep comparison ({folder / 'comparison.md'}):\n{table}", flush=True)
 
 
+def one_folder(value: str) -> str:
+    """One folder name from Hydra's ``override_dirname``: ``tasks.data=/data/eb,tasks=earthbench`` →
+    ``tasks.data=_data_eb,tasks=earthbench`` (a path's slashes would make nested folders)."""
+    return str(value).replace("/", "_")
+
+
 def sweep_job_dirname() -> str:
     """The running job's ``hydra.job.override_dirname`` inside a sweep (``-m``; its number when it has no
     override of its own), "" in a single run or outside Hydra."""
@@ -129,7 +135,7 @@ def sweep_job_dirname() -> str:
     if not HydraConfig.initialized() or "MULTIRUN" not in str(HydraConfig.get().mode):
         return ""
     job = HydraConfig.get().job
-    return str(job.override_dirname or job.num)
+    return one_folder(job.override_dirname or job.num)
 
 
 def _sweep_dir(config: Any) -> Path | None:

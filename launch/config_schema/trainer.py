@@ -8,7 +8,7 @@ from typing import Any
 from earthrl.launch.config_schema.algorithm import SamplingConfig
 from earthrl.launch.config_schema.rules import PHRASINGS, SPLITS, setting
 
-RUN_DIR = "runs/${experiment_name}/${hydra:job.override_dirname}"
+RUN_DIR = "runs/${experiment_name}/${one_folder:${hydra:job.override_dirname}}"
 
 
 @dataclass

@@ -101,3 +101,17 @@ def test_an_eval_sweep_is_not_checked_against_the_single_runs_folder(tmp_path, t
     with pytest.raises(ConfigError, match="holds trajectories recorded with another model"):
         check_overrides(["model=tiny-llama"], config_name="eval")
     check_overrides(["-m", "model=tiny-llama", "agent=react,hierarchical"], config_name="eval")
+
+
+def test_a_path_valued_override_names_one_folder_not_nested_ones(monkeypatch):
+    """`earthrl eval -m tasks.data=/data/eb …`: the job's folder is one level below the experiment's."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from earthrl.launch.config_schema.trainer import RUN_DIR
+
+    dirname = "eval.checkpoint=/r/x/checkpoints/step_000012,tasks.data=/data/eb,tasks=earthbench"
+    job = SimpleNamespace(mode="RunMode.MULTIRUN", job=SimpleNamespace(override_dirname=dirname, num=1))
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: job))
+    assert sweep_job_dirname() == "eval.checkpoint=_r_x_checkpoints_step_000012,tasks.data=_data_eb,tasks=earthbench"
+    assert RUN_DIR.endswith("/${one_folder:${hydra:job.override_dirname}}")  # train and sft run folders too
