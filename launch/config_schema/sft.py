@@ -21,8 +21,9 @@ class SFTDataConfig:
                                         "the train split into <output_dir>/data/<source>.jsonl (reused when there)")
     source: str | None = setting(None, "null: the source sft.mode needs (oracle, or failure-aware); planner: "
                                         "Earth-Agent-Pro's planner and executor turns (sft=planner); expert_tuning: "
-                                        "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half)",
-                                 choices=("oracle", "failure", "planner", "expert_tuning"), null=True)
+                                        "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half); simcraft: SimCRAFT's "
+                                        "synthesised expert and novice episodes, mock-validated (sft=simcraft)",
+                                 choices=("oracle", "failure", "planner", "expert_tuning", "simcraft"), null=True)
     max_tasks: int | None = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
     max_tokens: int = setting(3072, "trajectories with more tokens are left out (counted)", range=(64, None))
     phrasing: str = setting("IF", "question phrasing of the built data", choices=PHRASINGS)
