@@ -129,9 +129,9 @@ class SFTRecipe:
         check_job_config(cfg, "sft")
         if cfg.sft.mode not in MASK_MODES:
             raise ConfigError(f"sft.mode={cfg.sft.mode}: use one of {', '.join(MASK_MODES)}")
-        if cfg.sft.data.source == "planner" and cfg.env.action_format != "json":
-            raise ConfigError(f"sft.data.source=planner with env={cfg.env.action_format}: the planner-executor loop's "
-                              "executor writes json calls; use env=json")
+        if cfg.sft.data.source in ("planner", "simcraft") and cfg.env.action_format != "json":
+            raise ConfigError(f"sft.data.source={cfg.sft.data.source} with env={cfg.env.action_format}: its records "
+                              "hold json calls; use env=json")
         loop_teacher = cfg.sft.data.teacher
         if (cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine == "openai"
                 and not (loop_teacher.base_url and loop_teacher.model)):

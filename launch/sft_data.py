@@ -28,9 +28,11 @@ from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_failures import build_failure
 from earthrl.rollout.sft_planner import build_planner
-from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory
+from earthrl.rollout.sft_simcraft import build_simcraft
+from earthrl.rollout.sft_teacher import build_endpoint, from_trajectory, openai_chat
 from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
 from earthrl.rollout.sft_teacher_loop import build_teacher_loop
+from earthrl.rollout.simcraft_roles import ChatEngine
 
 
 def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
@@ -39,11 +41,16 @@ def make_env(cfg: DictConfig, root: Path, workspace: Path) -> RSEnv:
 
 
 def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int = 0, phrasing: str = "IF",
-                  teacher: dict | None = None) -> tuple[list[SFTTrajectory], dict]:
+                  teacher: dict | None = None, user_mode: str = "both",
+                  on_reject=None) -> tuple[list[SFTTrajectory], dict]:
     """SFT trajectories of ``source`` (``oracle`` | ``failure`` | ``teacher`` | ``teacher_loop`` | ``planner`` |
-    ``expert_tuning``) over ``tasks`` (``teacher_loop``: hint-guided re-explorations of the teacher's failed episodes,
-    :func:`~earthrl.rollout.sft_teacher_loop.build_teacher_loop`; ``planner``: Earth-Agent-Pro's planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`;
-    ``expert_tuning``: the 80% training half of HiRS Expert-tuning's items).
+    ``expert_tuning`` | ``simcraft``) over ``tasks`` (``teacher_loop``: hint-guided re-explorations of the teacher's
+    failed episodes, :func:`~earthrl.rollout.sft_teacher_loop.build_teacher_loop`; ``planner``: Earth-Agent-Pro's
+    planner and executor turns, :func:`~earthrl.rollout.sft_planner.build_planner`; ``expert_tuning``: the 80%
+    training half of HiRS Expert-tuning's items; ``simcraft``: SimCRAFT's synthesised, mock-validated episodes in the
+    user modes of ``user_mode``, :func:`~earthrl.rollout.sft_simcraft.build_simcraft`, the roles played by the
+    scripted engine or, with ``teacher={"engine": "openai", …}``, by the endpoint; ``on_reject(task, mode,
+    rejection)`` sees each rejected candidate).
 
     Args:
         cfg: a composed config with ``env``, ``tasks`` (and, for an engine teacher, ``model``, ``cluster``).
@@ -59,11 +66,13 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
     if source == EXPERT:  # plain chat items, no environment (the held-out half: build_expert)
         recs, _, counts = build_expert(tasks, seed=seed)
         return recs, counts
-    if source == "planner" and cfg.env.action_format != "json":
-        raise ConfigError(f"source planner with env.action_format={cfg.env.action_format}: the planner-executor "
-                          "loop's executor writes json calls; use env=json (--format json)")
+    if source in ("planner", "simcraft") and cfg.env.action_format != "json":
+        raise ConfigError(f"source {source} with env.action_format={cfg.env.action_format}: its records hold json "
+                          "calls; use env=json (--format json)")
     root = data_root(cfg)
     ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
+    if source == "simcraft":
+        return _simcraft(cfg, tasks, root, ws, teacher, user_mode, on_reject)
     if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):
         return _engine_teacher(cfg, tasks, root, ws, teacher, phrasing)
     env = make_env(cfg, root, ws / "ws")
@@ -85,6 +94,25 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
             return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), **play)
         finally:
             close()
+    finally:
+        env.close()
+
+
+def _simcraft(cfg, tasks, root, ws, teacher, user_mode, on_reject):
+    """SimCRAFT synthesis in a mock env of the config's ``env`` group (``env.mode`` forced to ``mock``)."""
+    t = teacher or {}
+    if t.get("engine") not in (None, "openai"):
+        raise ConfigError(f"--source simcraft --engine {t['engine']}: the roles are played by the scripted engine or an "
+                          "OpenAI-compatible endpoint (--engine openai; serve a local model with `earthrl serve`)")
+    engine = None
+    if t.get("engine") == "openai":
+        engine = ChatEngine(openai_chat(t["base_url"], t["model"], temperature=float(t.get("temperature", 0.0)),
+                                        max_tokens=int(t.get("max_new_tokens", 512)), api_key=t.get("api_key") or "EMPTY"))
+    env = RSEnv(root, ws / "ws", **{**env_kwargs(to_settings(cfg.env)), "mode": "mock"})
+    try:
+        return build_simcraft(env, tasks, answer_correct, stop_strings=tuple(cfg.env.stop_strings), mode=user_mode, engine=engine, on_reject=on_reject)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     finally:
         env.close()
 

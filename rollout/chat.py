@@ -48,8 +48,9 @@ class ChatCodec:
         full = self._render(base + [{"role": self.observation_role, "content": _PROBE}], add_generation_prompt=True)
         if not full.startswith(prefix):
             raise ValueError("the chat template re-renders earlier turns when a message is added; token deltas are impossible")
-        delta = full[len(prefix):]
-        self._obs_head, self._obs_tail = delta.split(_PROBE)
+        self._obs_head, self._obs_tail = full[len(prefix):].split(_PROBE)
+        user = self._render(base + [{"role": "user", "content": _PROBE}], add_generation_prompt=True)
+        self._user_head, self._user_tail = user[len(prefix):].split(_PROBE)
         self._after_eos = after_probe[len(self.eos_token):]
 
     def _render(self, messages: list[dict], add_generation_prompt: bool) -> str:
@@ -60,13 +61,17 @@ class ChatCodec:
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return self._encode(self._render(msgs, add_generation_prompt=True))
 
-    def observation_ids(self, observation: str, response_ids: list[int]) -> list[int]:
-        """Ids to append after a response so that the next turn sees ``observation``.
+    def observation_ids(self, observation: str, response_ids: list[int], role: str | None = None) -> list[int]:
+        """Ids to append after a response so that the next turn sees ``observation`` (as a message of
+        ``observation_role``, or of ``role="user"``: a user's reply, e.g. to a clarification question).
 
         If the response was cut before its end-of-turn token (finish_reason "length"), the
         end-of-turn token is supplied here, on the observation side (loss mask 0).
         """
-        text = self._after_eos + self._obs_head + observation + self._obs_tail
+        if role not in (None, self.observation_role, "user"):
+            raise ValueError(f"role={role!r}: use None ({self.observation_role}) or 'user'")
+        head, tail = (self._user_head, self._user_tail) if role == "user" else (self._obs_head, self._obs_tail)
+        text = self._after_eos + head + observation + tail
         if not response_ids or response_ids[-1] != self.eos_id:
             text = self.eos_token + text
         return self._encode(text)

@@ -30,7 +30,11 @@ from earthrl.envs.tools.registry import TOOLS
 Judge = Callable[[dict | None, dict], bool]
 """``judge(answer, truth) -> bool``: the env's recorded ``{"value", "unit"}`` against the task's answer dict."""
 
-SOURCES = ("oracle", "failure", "teacher", "teacher_loop", "planner", "expert_tuning")
+SOURCES = ("oracle", "failure", "teacher", "teacher_loop", "planner", "expert_tuning", "simcraft")
+
+CLARIFY_ROLE = "clarify"
+"""Role of an assistant turn that asks the user (SimCRAFT's clarification agent): its ``observation`` is the user's
+reply, rendered as a user message rather than a tool response (:mod:`earthrl.rollout.sft_tokens`), and no env ran it."""
 
 
 @dataclass
@@ -42,7 +46,7 @@ class SFTTurn:
         observation: the env's observation for it (``StepResult.observation``, real, truncated as the env does).
         error: E(a, o) of the turn (``StepResult.error``).
         error_kind: ``StepResult.error_kind``.
-        role: ``"agent"``, or ``"manager"``/``"specialist"`` in the hierarchical format.
+        role: ``"agent"``, or ``"manager"``/``"specialist"`` in the hierarchical format, or :data:`CLARIFY_ROLE`.
         hint: the hint derived from the previous error that this turn's action carries (failure-aware
             recovery turns), else None.
     """
@@ -58,7 +62,8 @@ class SFTTurn:
 @dataclass
 class SFTTrajectory:
     """One episode for supervised training (see module doc). ``correct`` is the judge's verdict on
-    ``answer``; ``source`` one of :data:`SOURCES`."""
+    ``answer``; ``source`` one of :data:`SOURCES`; ``user_mode`` SimCRAFT's ``"expert"`` or ``"novice"`` request
+    (``simcraft`` records), else None."""
 
     task_id: str
     source: str
@@ -69,6 +74,7 @@ class SFTTrajectory:
     turns: list[SFTTurn] = field(default_factory=list)
     answer: dict | None = None
     correct: bool = False
+    user_mode: str | None = None
 
     @property
     def num_error_turns(self) -> int:

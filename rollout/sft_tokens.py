@@ -5,7 +5,7 @@ loop (:func:`earthrl.rollout.agent_loop.run_episode`) produces for the same epis
 same :class:`~earthrl.rollout.chat.ChatCodec` deltas: ``prompt_ids(system, user)``, then per turn the
 action's ids (followed by the end-of-turn id unless the action ends in one of the format's stop
 strings, where the engine stops without it) and, except after the last turn, the template delta of the
-observation (``observation_ids``, which supplies the end-of-turn token on the observation side when
+observation (``observation_ids``; a user message after a clarification turn, which supplies the end-of-turn token on the observation side when
 the response lacks it). The result is a :class:`~earthrl.rollout.trajectory.Trajectory`, so its
 ``token_ids()`` and ``response_mask()`` are the learner's.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from earthrl.rollout.chat import ChatCodec
-from earthrl.rollout.sft_data import SFTTrajectory
+from earthrl.rollout.sft_data import CLARIFY_ROLE, SFTTrajectory
 from earthrl.rollout.trajectory import Trajectory, Turn
 
 MASK_MODES = ("oracle", "unmasked", "masked")
@@ -55,7 +55,8 @@ def to_trajectory(record: SFTTrajectory, codec: ChatCodec, stop_strings: tuple[s
         turn = Turn(response_ids=ids, response_logprobs=[0.0] * len(ids), response_text=t.action,
                     observation=t.observation, error=t.error, error_kind=t.error_kind, role=t.role)
         if i + 1 < len(record.turns):
-            turn.observation_ids = codec.observation_ids(t.observation, ids)
+            role = "user" if t.role == CLARIFY_ROLE else None  # the user's reply to a clarification question
+            turn.observation_ids = codec.observation_ids(t.observation, ids, role=role)
         traj.turns.append(turn)
     return traj
 

@@ -39,8 +39,10 @@ class SFTDataConfig:
                                         "Earth-Agent-Pro's planner and executor turns (sft=planner); expert_tuning: "
                                         "HiRS Expert-tuning knowledge chunks and workflow MCQ/ordering items (80% half); "
                                         "teacher_loop: the teacher's episodes, failed ones re-explored with hints from "
-                                        "their real errors (sft=teacher_loop)",
-                                 choices=("oracle", "failure", "teacher_loop", "planner", "expert_tuning"), null=True)
+                                        "their real errors (sft=teacher_loop); simcraft: SimCRAFT's synthesised "
+                                        "expert and novice episodes, mock-validated (sft=simcraft)",
+                                 choices=("oracle", "failure", "teacher_loop", "planner", "expert_tuning", "simcraft"),
+                                 null=True)
     max_tasks: int | None = setting(24, "first N train tasks the built data covers (null: all)", range=(1, None))
     max_tokens: int = setting(3072, "trajectories with more tokens are left out (counted)", range=(64, None))
     phrasing: str = setting("IF", "question phrasing of the built data", choices=PHRASINGS)
