@@ -28,11 +28,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tqdm import tqdm
+from tqdm.contrib import DummyTqdmFile
 
 from earthrl.envs.registry import Registry, import_target
 from earthrl.launch.arg_parser import OneLineParser
@@ -155,12 +160,13 @@ def print_goals(rows: list[dict]) -> None:
         print(f"goal | {row['goal']}: {value} (goal {row['target']}) {state}", flush=True)
 
 
-def run_suite(suite: str, options: dict) -> dict[str, dict]:
+def run_suite(suite: str, options: dict, bar=None) -> dict[str, dict]:
     """Run every measurement of ``suite``; returns ``{measurement: {metric: value}}``.
 
     Args:
         options: CLI values (``size``, ``n``, ``batch``, ``tokens``, ``model``, ``rows``, …, ``out_dir``);
             None means the function's default.
+        bar: a ``tqdm`` progress bar advanced by one per measurement done (None: none).
 
     Raises:
         KeyError: unknown suite (lists the available ones).
@@ -174,6 +180,8 @@ def run_suite(suite: str, options: dict) -> dict[str, dict]:
         out = import_target(target)(**kwargs)
         results[name] = {**out, "bench_wall_s": round(time.perf_counter() - t0, 3)}
         print(f"{suite}/{name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in results[name].items()), flush=True)
+        if bar is not None:
+            bar.update(1)
     return results
 
 
@@ -232,15 +240,24 @@ def _run(args: argparse.Namespace) -> None:
     options = {**vars(args), "out_dir": args.out.parent if args.out else None}
     suites = sorted(BENCHES) if args.suite == "all" else [args.suite]
     by_suite: dict[str, dict] = {}
-    for suite in suites:
-        lifecycle.at(f"bench {suite}")
-        try:
-            by_suite[suite] = run_suite(suite, options)
-        except (FileNotFoundError, ValueError, KeyError, RuntimeError) as exc:
-            if args.suite != "all":
-                raise SystemExit(f"earthrl bench {suite}: {exc}") from None
-            by_suite[suite] = {"error": {"error": f"{type(exc).__name__}: {exc}", "ok": False}}
-            print(f"{suite}: failed ({type(exc).__name__}: {exc})", flush=True)
+    terminal = sys.stdout
+    bar = tqdm(total=sum(len(BENCHES[s]) for s in suites), desc="bench", unit="measurement", file=terminal,
+               dynamic_ncols=True)
+    # the measurements' own lines go above the bar (tqdm's documented stdout redirection)
+    with contextlib.redirect_stdout(DummyTqdmFile(terminal)):
+        for suite in suites:
+            lifecycle.at(f"bench {suite}")
+            before = bar.n
+            try:
+                by_suite[suite] = run_suite(suite, options, bar)
+            except (FileNotFoundError, ValueError, KeyError, RuntimeError) as exc:
+                if args.suite != "all":
+                    bar.close()
+                    raise SystemExit(f"earthrl bench {suite}: {exc}") from None
+                by_suite[suite] = {"error": {"error": f"{type(exc).__name__}: {exc}", "ok": False}}
+                bar.update(len(BENCHES[suite]) - (bar.n - before))  # its measurements left count as done
+                print(f"{suite}: failed ({type(exc).__name__}: {exc})", flush=True)
+    bar.close()
     goals = goal_table(by_suite)
     print_goals(goals)
     results = by_suite[args.suite] if args.suite != "all" else by_suite

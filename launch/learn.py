@@ -48,7 +48,7 @@ from earthrl.launch.config_schema.eval import EvalSettings
 from earthrl.launch.config_schema.sft import SFTConfig
 from earthrl.launch.config_schema.tasks import TasksConfig
 from earthrl.launch.job_inputs import check_output_dir, clear_unfinished_sft, data_root, load_tasks
-from earthrl.launch.learn_report import summarise, write_summary
+from earthrl.launch.learn_report import log_learning_curve, summarise, write_summary
 from earthrl.launch.override_text import CONF_DIR, as_overrides
 from earthrl.launch.warm_start import keyed_overrides, preset_file
 from earthrl.models.checkpoint import list_checkpoints
@@ -270,6 +270,9 @@ class LearnRecipe:
                             int(self.ln.bootstrap), int(self.cfg.seed), models=models, modes=held,
                             transfer_modes=transfer)
         write_summary(summary, self.out)
+        logged = log_learning_curve(self.out, self.ln.common.get("logger"), f"learn-{self.ln.name}")
+        if logged:
+            print(f"learning curve in wandb: {logged}")
         return summary
 
     def validate(self) -> None:

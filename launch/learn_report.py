@@ -17,9 +17,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from earthrl.launch.config_schema.logger import LoggerConfig
+from earthrl.launch.override_text import CONF_DIR
 from earthrl.rewards.metrics.compute import references_of
 from earthrl.rewards.metrics.paired import paired_difference
 from earthrl.rewards.metrics.report import build_report, episode_records
+from earthrl.rollout.run_logger import RunLogger
 
 CURVE_METRICS = ("accuracy", "eir", "avg_turns")
 FORMATS = {"accuracy": "{:.1%}", "eir": "{:.3f}", "avg_turns": "{:.2f}"}
@@ -190,3 +195,23 @@ def write_summary(summary: dict, out: Path) -> None:
     plt.close(fig)
     print(md)
     print(f"learning curve: {out / 'learning.md'} | {out / 'learning.json'} | {out / 'learning.png'}")
+
+
+def log_learning_curve(out: Path, logger: object, name: str) -> str | None:
+    """Send ``out/learning.png`` to wandb as the image ``learn/plots/learning`` in a run of its own (``name``,
+    its files in ``out/wandb``) when the recipe's stages log to wandb (``logger``: ``learn.common.logger``, a
+    conf/logger preset name or keys over the wandb preset; absent: the stages' default, wandb). Returns the
+    wandb folder, or None when nothing was logged (``logger=none``, ``logger.mode=disabled``, no PNG)."""
+    keys = OmegaConf.to_container(logger) if OmegaConf.is_config(logger) else logger
+    keys = {"name": keys} if isinstance(keys, str) else dict(keys or {})
+    preset = OmegaConf.load(CONF_DIR / "logger" / f"{keys.get('name', 'wandb')}.yaml")
+    cfg = OmegaConf.merge(OmegaConf.structured(LoggerConfig), preset, keys)
+    png = out / "learning.png"
+    if cfg.name != "wandb" or cfg.mode == "disabled" or not png.is_file():
+        return None
+    run = RunLogger(out, str(cfg.project), name, str(cfg.mode), {"logger": OmegaConf.to_container(cfg)})
+    try:
+        run.log_images([png], step=0, prefix="learn")
+        return run.wandb_dir
+    finally:
+        run.finish()

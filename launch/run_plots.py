@@ -20,28 +20,13 @@ from the figure's artists), :func:`write_run_plots` saves the PNGs. Both backend
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
+from earthrl.rewards.metrics.error_kinds import count_by_tool
 from earthrl.rollout.run_logger import read_step_log
 
 BY_SKILL = "rollout/by_skill/"
-NO_CALL = "(no call)"
-"""The tool name of an erroneous turn that called no tool (a parse failure)."""
-
-
-def turn_errors(turn: dict) -> list[tuple[str, str]]:
-    """``(tool, error kind)`` of each error of one ``rollouts.jsonl`` turn: each failed call of the turn's
-    ``tool_calls`` (CodeAct runs several), else the turn's own error with its ``tool_call``'s name
-    (:data:`NO_CALL` when it parsed no call); [] for a turn without error."""
-    if not turn.get("error"):
-        return []
-    failed = [(c.get("name") or NO_CALL, c.get("error_kind") or "error") for c in turn.get("tool_calls") or []
-              if c.get("error")]
-    if failed:
-        return failed
-    call = turn.get("tool_call") if isinstance(turn.get("tool_call"), dict) else {}
-    return [(call.get("name") or NO_CALL, turn.get("error_kind") or "error")]
 
 
 def run_series(run_dir: Path) -> dict:
@@ -69,17 +54,16 @@ def run_series(run_dir: Path) -> dict:
         have = [s for s in steps if key in by_step[s]]
         out[name] = (have, [float(by_step[s][key]) for s in have])
     advantages: dict[int, list[float]] = defaultdict(list)
-    errors: dict[str, Counter] = defaultdict(Counter)
+    turns = []
     for r in read_step_log(run_dir / "rollouts.jsonl"):
         if r.get("faulted"):
             continue
+        turns += r.get("turns", [])
         for turn in r.get("turns", []):
             if turn.get("advantage") is not None:
                 advantages[int(r["step"])].append(float(turn["advantage"]))
-            for tool, kind in turn_errors(turn):
-                errors[tool][kind] += 1
     out["advantages"] = dict(sorted(advantages.items()))
-    out["error_kinds"] = {tool: dict(sorted(c.items())) for tool, c in sorted(errors.items())}
+    out["error_kinds"] = count_by_tool(turns)  # the evaluation report's error_kinds count the same way
     return out
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
 
 from earthrl.algorithms.sft_loss import cosine_lr, sft_eval_loss, sft_update, sft_update_deepspeed
 from earthrl.envs.core.sops import question_of, retriever
@@ -293,9 +294,10 @@ class SFTRecipe:
         return out
 
     def say(self, line: str) -> None:
-        """Print ``line`` once per job (process 0 of a multi-process job)."""
+        """Print ``line`` once per job (process 0 of a multi-process job), above the step bar while one runs."""
         if self.inputs is None or self.inputs.leader:
-            print(line, flush=True)
+            tqdm.write(line)
+            sys.stdout.flush()
 
     def batches(self) -> list[list]:
         """The global batches of every epoch in order (a seeded shuffle per epoch; with CRAFT, of that epoch's
@@ -335,6 +337,8 @@ class SFTRecipe:
         total, mb = len(batches), int(s.micro_batch_size)
         t0 = time.perf_counter()
         history = []
+        bar = tqdm(total=total, desc="sft", unit="step", file=sys.stdout, dynamic_ncols=True,
+                   disable=not self.inputs.leader)  # one bar per job: process 0's
         for k, batch in enumerate(batches):
             lifecycle.at(f"step {k + 1}")
             t = time.perf_counter()
@@ -347,8 +351,10 @@ class SFTRecipe:
                 self.logger.log({f"sft/{key}": v for key, v in m.items()}, step=k + 1)
             self.say(f"sft step {k + 1}/{total} | loss {m['loss']:.4f} | lr {lr:.2e} | grad {m['grad_norm']:.3f} | "
                      f"{int(m['tokens'])} tok | {m['step_s']:.1f}s")
+            bar.update(1)
             if int(s.save_every) > 0 and (k + 1) % int(s.save_every) == 0 and k + 1 < total:
                 self.checkpoint(k + 1)
+        bar.close()
         after = sft_eval_loss(self.policy, batches[0], mb)
         summary = {"steps": total, "examples": len(self.examples), "train_s": time.perf_counter() - t0,
                    "loss_first": history[0]["loss"], "loss_last": history[-1]["loss"],

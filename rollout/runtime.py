@@ -195,7 +195,8 @@ class RolloutRuntime:
         self.engine_restarts = 0
         timeout = env.step_timeout_s
         self.pool = EnvPool(int(env.num_workers), str(data_root), str(workspace_root), env_kwargs=env_kwargs(env),
-                            step_timeout_s=float(timeout) if timeout is not None else None)
+                            step_timeout_s=float(timeout) if timeout is not None else None,
+                            keep_workspaces=int(env.keep_workspaces_max) if env.keep_workspaces else 0)
         self.system_prompt = self.pool.system_prompt()
 
     def push_lora(self, state_dict: dict, adapter: str | None = None) -> None:

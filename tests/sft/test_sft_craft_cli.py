@@ -30,6 +30,12 @@ def test_craft_sft_lowers_the_loss_and_eval_retrieves(tmp_path, tiny_model, eobo
                    "sft.micro_batch_size=2", "sft.lr=1e-2", "sft.craft.epsilon=1.0",
                    f"sft.output_dir={run}", cwd=tmp_path)
     assert "sft craft epoch 1: contexts clean 0," in proc.stdout  # epsilon 1: every context perturbed
+    # one bar of the 3 steps; each step line stands on a line of its own, never on the bar's
+    parts = proc.stdout.replace("\r", "\n").splitlines()
+    steps = [p for p in parts if "sft step" in p]
+    assert [p[:12] for p in steps] == ["sft step 1/3", "sft step 2/3", "sft step 3/3"]
+    bars = [p for p in parts if p.startswith("sft:") and "%|" in p]
+    assert bars[-1].startswith("sft: 100%") and "| 3/3 [" in bars[-1]
     summary = json.loads((run / "sft_summary.json").read_text())
     assert summary["steps"] == 3 and summary["first_batch_loss_after"] < summary["first_batch_loss_before"] - 0.05
     ckpt = run / "checkpoints" / "step_000003"
