@@ -19,7 +19,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from earthrl.envs.core.env import MODES
-from earthrl.envs.core.replay import RECORDINGS, load_recordings
+from earthrl.envs.core.replay import DATA_FOLDERS, RECORDINGS, load_recordings
 from earthrl.envs.core.sops import load_sops
 from earthrl.envs.core.tasks import TaskFileError, load_suite
 from earthrl.envs.core.text_embedder import EMBEDDER
@@ -268,6 +268,7 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
         raise ConfigError(f"tasks={name}: {exc}") from None
     if mode is not None:
         check_mode([t.template for t in every], mode, name)
+    by_path = mode == "execute" and any(t.template in DATA_FOLDERS for t in every)  # Earth-Bench's rasters
     for task in every:
         where = f"{task.origin}: " if task.origin else f"suite {name}: "
         unknown = [c.name for c in task.reference if c.name not in TOOLS]
@@ -275,31 +276,48 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
             raise ConfigError(f"{where}task {task.id!r}: field reference: unknown tools {unknown}; "
                               "tool names: docs/environment.md or earthrl.envs.tools.registry.TOOLS")
         try:
-            if check_data:
+            if check_data and not by_path:
                 check_task_data([task.model_dump()], root)
         except ConfigError as exc:
             raise ConfigError(f"{where}{exc}") from None
     tasks = [t.model_dump() for t in every if t.split == split]
     if not tasks:
         raise ConfigError(f"task suite {name} has no tasks in split {split}; choose another with {split_key}=train|test")
+    if by_path and check_data:
+        check_folders(tasks, root, name)
     return tasks
 
 
 def check_mode(templates: list[str], mode: str, name: str) -> None:
     """Tasks of a template with recorded tool outputs (a source in :data:`~earthrl.envs.core.replay.RECORDINGS`:
-    Earth-Bench, whose rasters are not distributed and whose Earth-Agent tools compute nothing in EarthRL) run
-    in ``env.mode=replay`` only; ``templates`` are the templates of suite or task file ``name``.
+    Earth-Bench) run in ``env.mode=replay``, or in ``env.mode=execute`` on the benchmark's own files when it
+    reads them by path (:data:`~earthrl.envs.core.replay.DATA_FOLDERS`; :func:`check_folders` checks them);
+    never in ``mock``. ``templates`` are the templates of suite or task file ``name``.
 
     Raises:
-        ConfigError: one line naming ``env.mode`` and the fix (``env.mode=replay``).
+        ConfigError: one line naming ``env.mode`` and the fix.
     """
-    if mode == "replay":
-        return
     recorded = sorted({t for t in templates if t in RECORDINGS})
-    if recorded:
-        raise ConfigError(f"env.mode={mode}: tasks={name} (template {recorded[0]}) has no rasters to run on (they are "
-                          "not distributed; its tools answer from the recorded outputs); set env.mode=replay "
-                          "(docs/earthbench.md)")
+    if mode == "replay" or not recorded or (mode == "execute" and all(t in DATA_FOLDERS for t in recorded)):
+        return
+    raise ConfigError(f"env.mode={mode}: tasks={name} (template {recorded[0]}) runs in env.mode=replay (its "
+                      "recorded tool outputs), or in env.mode=execute on its rasters under tasks.data "
+                      "(docs/earthbench.md)")
+
+
+def check_folders(tasks: list[dict], root: Path, name: str) -> None:
+    """Every task of a benchmark read by path (:data:`~earthrl.envs.core.replay.DATA_FOLDERS`) has its data
+    folder under ``root`` (Earth-Bench: ``<tasks.data>/data/questionN``), so execute mode can run its tools.
+
+    Raises:
+        ConfigError: one line naming the first missing folder, how many are missing, and the two fixes.
+    """
+    missing = [DATA_FOLDERS[t["template"]](root, t["data"]) for t in tasks if t["template"] in DATA_FOLDERS]
+    missing = [f for f in missing if not f.is_dir()]
+    if missing:
+        raise ConfigError(f"env.mode=execute: tasks={name} has no rasters to run on for {len(missing)} of "
+                          f"{len(tasks)} tasks ({missing[0]} does not exist); put Earth-Bench's benchmark/data/"
+                          f"questionN folders under {root / 'data'}, or set env.mode=replay (docs/earthbench.md)")
 
 
 def check_replay(tasks: list[dict], root: Path) -> None:

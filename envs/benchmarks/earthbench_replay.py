@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 from earthrl.envs.benchmarks.earthbench import QUESTION_FILE, REFERENCE_FILE, _read_json, task_id
-from earthrl.envs.core.replay import RECORDINGS, RecordedCall
+from earthrl.envs.core.replay import DATA_FOLDERS, RECORDINGS, RecordedCall
 
 
 def dialog_recording(dialogs: list) -> list[RecordedCall]:
@@ -87,3 +87,17 @@ def earthbench_recordings(folder: Path) -> dict[str, list[RecordedCall]]:
             if not any(_same(rec, c) for c in calls):
                 calls.append(rec)
     return out
+
+
+@DATA_FOLDERS.register("earthbench")
+def earthbench_folder(root: Path, data: list[str]) -> Path:
+    """The folder of an Earth-Bench task's rasters: ``<root>/data/questionN``, Earth-Agent's
+    ``benchmark/data/questionN`` beside ``question.json`` (``data``: the task's ``TaskSpec.data``,
+    ``["questionN"]`` or ``["questionN/<file>"]``).
+
+    Raises:
+        ValueError: the task names no data.
+    """
+    if not data:
+        raise ValueError("an Earth-Bench task without a data folder")
+    return Path(root) / "data" / data[0].replace("\\", "/").split("/")[0]

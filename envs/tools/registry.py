@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -46,10 +47,13 @@ class ToolContext:
     Attributes:
         registry: scenes of the task and artifacts of the episode.
         call: ``{"name", "arguments"}`` of the running call (recorded as lineage).
+        folder: the task's data folder for tools that read files by path (Earth-Bench's
+            ``data/questionN``, :mod:`earthrl.envs.tools.earthagent_files`); None for scene-addressed tasks.
     """
 
     registry: ArtifactRegistry
     call: dict
+    folder: Path | None = None
 
 
 @dataclass

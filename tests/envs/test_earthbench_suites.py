@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -127,12 +128,22 @@ def test_the_suite_presets_bring_earthbenchs_env_keys_and_the_command_line_wins(
     assert cfg.tasks.split == ("test" if command == "eval" else "train")
 
 
-@pytest.mark.parametrize("mode", ["execute", "mock"])
-def test_an_earthbench_suite_outside_replay_mode_stops_with_one_line_naming_env_mode(eb, mode):
-    with pytest.raises(ConfigError, match=rf"^env\.mode={mode}: tasks=earthbench-rsclaw \(template earthbench\) has no "
-                                          r"rasters to run on .*; set env\.mode=replay \(docs/earthbench\.md\)$"):
-        load_tasks("earthbench-rsclaw", "test", eb, mode=mode)
+EXECUTE_REFUSAL = (r"^env\.mode=execute: tasks=earthbench-rsclaw has no rasters to run on for 176 of 176 tasks "
+                   r"\(.*/data/question\d+ does not exist\); put Earth-Bench's benchmark/data/questionN folders "
+                   r"under .*/data, or set env\.mode=replay \(docs/earthbench\.md\)$")
+
+
+def test_an_earthbench_suite_in_execute_mode_without_its_rasters_stops_with_one_line_naming_the_fix(eb):
+    with pytest.raises(ConfigError, match=EXECUTE_REFUSAL):
+        load_tasks("earthbench-rsclaw", "test", eb, mode="execute")
     assert len(load_tasks("earthbench-rsclaw", "test", eb, check_data=False, mode="replay")) == 176
+
+
+def test_an_earthbench_suite_in_mock_mode_stops_with_one_line_naming_the_two_modes(eb):
+    with pytest.raises(ConfigError, match=r"^env\.mode=mock: tasks=earthbench-rsclaw \(template earthbench\) runs in "
+                                          r"env\.mode=replay .*, or in env\.mode=execute on its rasters under "
+                                          r"tasks\.data \(docs/earthbench\.md\)$"):
+        load_tasks("earthbench-rsclaw", "test", eb, mode="mock")
 
 
 def test_an_earthbench_suite_without_its_folder_is_one_line_naming_tasks_data(tmp_path):
@@ -147,8 +158,5 @@ def test_the_cli_refuses_earthbench_in_execute_mode_before_anything_starts(eb, t
     out = earthrl(command, "logger=none", "tasks=earthbench-rsclaw", f"tasks.data={eb}", "trainer.output_dir=run"
                   if command == "train" else "eval.output_dir=run", cwd=tmp_path, check=False, timeout=300)
     assert out.returncode != 0
-    assert out.stderr.strip().splitlines()[-1] == (
-        "earthrl: error: env.mode=execute: tasks=earthbench-rsclaw (template earthbench) has no rasters to run on "
-        "(they are not distributed; its tools answer from the recorded outputs); set env.mode=replay "
-        "(docs/earthbench.md)")
+    assert re.match(EXECUTE_REFUSAL.replace("^", "^earthrl: error: ", 1), out.stderr.strip().splitlines()[-1])
     assert not (tmp_path / "run").exists()
