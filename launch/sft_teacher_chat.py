@@ -38,9 +38,9 @@ def teacher_chat(cfg: DictConfig, teacher: dict) -> tuple[Chat, Callable[[], Non
         raise ConfigError(f"teacher engine {engine!r}: use one of {', '.join(TEACHER_ENGINES)}")
     from transformers import AutoTokenizer  # lazy: the engines load torch
 
-    from earthrl.launch.job_inputs import model_path
-    from earthrl.rollout.chat import ChatCodec
-    from earthrl.rollout.engines import ENGINE_OPTIONS
+    from earthrl.launch.job_inputs import model_path  # lazy: the model folder only for an engine teacher
+    from earthrl.rollout.chat import ChatCodec  # lazy: transformers
+    from earthrl.rollout.engines import ENGINE_OPTIONS  # lazy: the engines' registry loads torch
 
     path = str(model_path(cfg))
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -50,12 +50,12 @@ def teacher_chat(cfg: DictConfig, teacher: dict) -> tuple[Chat, Callable[[], Non
     common = dict(stop_strings=list(cfg.env.stop_strings), dtype=str(cfg.model.dtype),
                   num_threads=int(cfg.cluster.torch_threads), device=job_device(cfg)[0])
     if engine == "hf":
-        from earthrl.rollout.hf_engine import HFEngine
+        from earthrl.rollout.hf_engine import HFEngine  # lazy: torch
 
         gen = HFEngine(path, stop_ids, **common, **options)
         close = lambda: None  # noqa: E731 - freed with the process
     else:
-        from earthrl.rollout.vllm_engine import VLLMEngine
+        from earthrl.rollout.vllm_engine import VLLMEngine  # lazy: the vLLM client
 
         gen = VLLMEngine(path, stop_ids, **common, **options)
         close = gen.close

@@ -42,7 +42,7 @@ def test_unknown_preset_stops_before_anything_is_written(tmp_path, tiny_model, e
     with pytest.raises(ConfigError) as err:
         check_overrides(["model=tiny-llama", "trainer.warm_start=nope", f"trainer.output_dir={out}"],
                         config_name="train")
-    assert "trainer.warm_start=nope: no such SFT preset; use one of cpu, craft, craft_cpu, expert_tuning, expert_tuning_paper, paper, planner, planner_gpu, simcraft, teacher_loop, tiny, warm, warm_oracle" in str(err.value)
+    assert "trainer.warm_start=nope: no such SFT preset; use one of cpu, craft, craft_cpu, expert_tuning, expert_tuning_paper, paper, planner, planner_gpu, simcraft, simcraft_gpu, teacher_loop, teacher_loop_gpu, tiny, warm, warm_oracle" in str(err.value)
     assert not out.exists()
 
 
