@@ -290,9 +290,9 @@ def load_tasks(name: str, split: str, root: Path, split_key: str = "tasks.split"
 
 def check_mode(templates: list[str], mode: str, name: str) -> None:
     """Tasks of a template with recorded tool outputs (a source in :data:`~earthrl.envs.core.replay.RECORDINGS`:
-    Earth-Bench) run in ``env.mode=replay``, or in ``env.mode=execute`` on the benchmark's own files when it
-    reads them by path (:data:`~earthrl.envs.core.replay.DATA_FOLDERS`; :func:`check_folders` checks them);
-    never in ``mock``. ``templates`` are the templates of suite or task file ``name``.
+    Earth-Bench, ThinkGeo) run in ``env.mode=replay``, or in ``env.mode=execute`` on the benchmark's own files
+    when it reads them by path (:data:`~earthrl.envs.core.replay.DATA_FOLDERS`: Earth-Bench;
+    :func:`check_folders` checks them); never in ``mock``. ``templates`` are the templates of suite or task file ``name``.
 
     Raises:
         ConfigError: one line naming ``env.mode`` and the fix.
@@ -300,6 +300,10 @@ def check_mode(templates: list[str], mode: str, name: str) -> None:
     recorded = sorted({t for t in templates if t in RECORDINGS})
     if mode == "replay" or not recorded or (mode == "execute" and all(t in DATA_FOLDERS for t in recorded)):
         return
+    only = [t for t in recorded if t not in DATA_FOLDERS]
+    if only:  # no tool of the benchmark runs in EarthRL (ThinkGeo's models): replay is the only mode
+        raise ConfigError(f"env.mode={mode}: tasks={name} (template {only[0]}) runs in env.mode=replay only: "
+                          "EarthRL does not run its tools, a call answers from its recorded output (docs/tasks.md)")
     raise ConfigError(f"env.mode={mode}: tasks={name} (template {recorded[0]}) runs in env.mode=replay (its "
                       "recorded tool outputs), or in env.mode=execute on its rasters under tasks.data "
                       "(docs/earthbench.md)")
@@ -331,8 +335,8 @@ def check_replay(tasks: list[dict], root: Path) -> None:
         try:
             recorded = load_recordings(template, str(root))
         except KeyError as exc:
-            raise ConfigError(f"env.mode=replay: {exc.args[0]}, or run tasks=earthbench or earthbench-rsclaw "
-                              "with tasks.data=the Earth-Bench folder") from None
+            raise ConfigError(f"env.mode=replay: {exc.args[0]}, or run tasks=earthbench, earthbench-rsclaw or "
+                              "thinkgeo with tasks.data=the benchmark's folder") from None
         except (FileNotFoundError, ValueError) as exc:
             raise ConfigError(f"tasks.data={root}: replay reads the recorded tool outputs there: {exc}") from None
         missing = [t["id"] for t in tasks if t["template"] == template and t["id"] not in recorded]

@@ -6,6 +6,7 @@ import math
 import re
 
 from earthrl.envs.tools.registry import TOOLS
+from earthrl.rewards.answer_rules import answer_score
 from earthrl.rewards.registry import REWARDS
 
 _UNIT_ALIASES = {"%": "percent", "percent": "percent", "pct": "percent", "km2": "km²", "km^2": "km²",
@@ -33,7 +34,8 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
         answer: ``{"value", "unit"}`` from the ``answer`` action, or None (no answer).
         reference: the task's answer: ``{"kind": "numeric", "value", "unit", "tolerance"}``
             (absolute tolerance in the answer's unit), or ``{"kind": "choice", "value": "B"}``,
-            or ``{"kind": "text", "value"}`` (case- and space-insensitive equality). A choice is read
+            or ``{"kind": "text", "value"}`` (case- and space-insensitive equality; with a ``gt_answer``,
+            ThinkGeo's rule, :func:`~earthrl.rewards.metrics.thinkgeo.answer_score` = 1). A choice is read
             as Earth-Agent's evaluation writes it, ``<Answer>B<Answer>`` (or ``</Answer>``), else as the
             first letter of the value (``"B"``, ``"(B)"``, ``"B. 10"``).
 
@@ -57,6 +59,8 @@ def answer_correct(answer: dict | None, reference: dict) -> bool:
         tagged = re.search(r"<Answer>\s*\(?([A-Za-z])\)?\s*</?Answer>", str(value), re.IGNORECASE)
         letter = tagged.group(1).upper() if tagged else str(value).strip().strip("()").upper()[:1]
         return letter == str(reference["value"]).strip().upper()
+    if reference.get("gt_answer") is not None:  # ThinkGeo / GTA: whitelist and blacklist, or reference texts
+        return answer_score(str(value) if value is not None else None, reference["gt_answer"]) >= 1.0
     return " ".join(str(value).lower().split()) == " ".join(str(reference["value"]).lower().split())
 
 

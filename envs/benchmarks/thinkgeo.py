@@ -26,10 +26,11 @@ ThinkGeo's own loader reads, and the tests use a small hand-written file in it.)
 Each task becomes ``TaskSpec(id="thinkgeo/<idx>", question={"AP": query}, data=[file paths],
 reference=[assistant tool calls], answer, skill, template="thinkgeo", split="test")``.
 ThinkGeo queries state only the goal, hence the ``AP`` phrasing. The answer is
-``AnswerSpec(kind="text")`` whose value joins the first alias of each whitelist group with
-``"; "`` (a list answer gives its first text; an image-generation task gives ``""``); the full
-``gt_answer`` — what ThinkGeo's Ans. is scored against — comes from :func:`thinkgeo_answers`
-(:func:`earthrl.rewards.metrics.thinkgeo.answer_score`).
+``AnswerSpec(kind="text", gt_answer=<the task's gt_answer>)`` whose value joins the first alias of each
+whitelist group with ``"; "`` (a list answer gives its first text; an image-generation task gives ``""``
+and no ``gt_answer``); the outcome check grades a final answer against ``gt_answer`` as ThinkGeo's Ans. does
+(:func:`earthrl.rewards.metrics.thinkgeo.answer_score`: every whitelist group named, no blacklist alias;
+or equal to one of the reference texts). :func:`thinkgeo_answers` gives the file's ``gt_answer`` by task.
 
 Malformed files raise :class:`ThinkGeoFormatError` naming the task and the field.
 """
@@ -57,7 +58,12 @@ def _fail(tid: str, field: str, problem: str) -> ThinkGeoFormatError:
     return ThinkGeoFormatError(f"ThinkGeo task {tid}: field {field!r} {problem}")
 
 
-def _read(folder: Path) -> dict[str, Any]:
+def read_thinkgeo(folder: Path) -> dict[str, Any]:
+    """The parsed ``<folder>/ThinkGeoBench.json``: ``{index: task}``.
+
+    Raises:
+        FileNotFoundError: the file is missing. ThinkGeoFormatError: not JSON, or not an object.
+    """
     path = Path(folder) / DATA_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: give the ThinkGeo folder that holds {DATA_FILE}")
@@ -78,9 +84,9 @@ def _answer(tid: str, gt) -> AnswerSpec:
         if not isinstance(groups, list) or not groups:
             raise _fail(tid, "gt_answer.whitelist", "must be a non-empty list of alias lists")
         first = [g if isinstance(g, str) else (g[0] if g else "") for g in groups]
-        return AnswerSpec(kind="text", value="; ".join(str(a) for a in first))
+        return AnswerSpec(kind="text", value="; ".join(str(a) for a in first), gt_answer=gt)
     if isinstance(gt, list) and gt:
-        return AnswerSpec(kind="text", value=str(gt[0]))
+        return AnswerSpec(kind="text", value=str(gt[0]), gt_answer=[str(t) for t in gt])
     raise _fail(tid, "gt_answer", "must be a whitelist dict, a list of texts or null")
 
 
@@ -91,7 +97,7 @@ def load_thinkgeo(folder: Path) -> list[TaskSpec]:
         FileNotFoundError: the file is missing. ThinkGeoFormatError: malformed JSON or task
         (the message names the task and the field).
     """
-    data = _read(folder)
+    data = read_thinkgeo(folder)
     tasks = []
     for key in sorted(data, key=lambda k: (not str(k).isdigit(), int(k) if str(k).isdigit() else 0, str(k))):
         tid, item = ID_PREFIX + str(key), data[key]
@@ -118,7 +124,7 @@ def load_thinkgeo(folder: Path) -> list[TaskSpec]:
 
 def thinkgeo_answers(folder: Path) -> dict[str, Any]:
     """``{task id: gt_answer as in the file}`` (whitelist dict, list of texts, or None)."""
-    return {ID_PREFIX + str(k): v.get("gt_answer") for k, v in _read(folder).items() if isinstance(v, dict)}
+    return {ID_PREFIX + str(k): v.get("gt_answer") for k, v in read_thinkgeo(folder).items() if isinstance(v, dict)}
 
 
 @register_suite("thinkgeo")

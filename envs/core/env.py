@@ -88,8 +88,8 @@ class StepResult:
             ``"injected_error"``, ``"episode_done"``, ``"internal_error"`` (a fault of EarthRL or
             its host, not of the action: see ``internal_error``); None when no error.
         tool_call: ``{"name", "arguments"}`` of the (first) call the turn made (validated
-            arguments when they validated, else as written; Earth-Agent's tools, surface
-            ``earthagent``, always as written), or None (no call parsed).
+            arguments when they validated, else as written; a benchmark's tools, surface
+            ``earthagent`` or ``thinkgeo``, always as written), or None (no call parsed).
         answer: ``{"value", "unit"}`` when the answer tool was called, else None.
         result: the (last) tool's structured output, or None.
         verdict: step verifier's ``"pass"|"uncertain"|"fail"`` (worst over the turn's calls), or
@@ -300,7 +300,7 @@ class RSEnv:
             calls = load_recordings(task.template, str(self.data_root)).get(task.id)
             if calls is None:
                 raise KeyError(f"task {task.id} has no recorded calls under {self.data_root}")
-            self.replay = ReplayBook(task.id, calls, self.tools, self.registry)
+            self.replay = ReplayBook(task.id, calls, self.tools, self.registry, inputs=list(task.data))
         if self.mode == "replay" or folder is not None:
             return self.add_sops(f"{task.question[phrasing]}\n\nData folder: {', '.join(task.data)}")
         manifest = "\n".join(scene_line(self.scenes[s]) for s in task.data)
@@ -444,9 +444,9 @@ class RSEnv:
             args = validate_arguments(tool, arguments)
         except ActionError as e:
             return self._fail(call, e.kind, e.message)
-        # Earth-Agent's tools record the arguments as written (no defaults added, aliases kept), as
-        # Earth-Bench's references hold them and its Parameter metric compares them
-        written = getattr(tool, "surface", "earthrl") == "earthagent"
+        # a benchmark's tools (Earth-Agent's, ThinkGeo's) record the arguments as written (no defaults added,
+        # aliases kept), as the benchmark's references hold them and its argument metrics compare them
+        written = getattr(tool, "surface", "earthrl") != "earthrl"
         call = {"name": tool.name, "arguments": dict(arguments) if written else args.model_dump()}
         for kind, message in argument_problems(call["arguments"]):
             return self._fail(call, kind, message)

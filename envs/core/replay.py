@@ -3,8 +3,8 @@ returns that call's recorded output; no raster is read.
 
 A *recording* is the list of calls a benchmark's reference trajectory made, each with the output
 the tool gave (:class:`RecordedCall`); recording sources are registered by task template in
-:data:`RECORDINGS` (Earth-Bench's: :mod:`earthrl.envs.benchmarks.earthbench_replay`, from the
-folder the user gives). Per episode a :class:`ReplayBook` answers the calls.
+:data:`RECORDINGS` (Earth-Bench's: :mod:`earthrl.envs.benchmarks.earthbench_replay`; ThinkGeo's:
+:mod:`earthrl.envs.benchmarks.thinkgeo_replay`; each from the folder the user gives). Per episode a :class:`ReplayBook` answers the calls.
 
 **When two calls match** (each rule is tested in ``tests/envs/test_replay.py``):
 
@@ -61,7 +61,8 @@ from earthrl.envs.tools.registry import Tool, ToolResult
 
 OFF_RECORD = "off_record"
 
-RECORDINGS: Registry = Registry("recording source", ("earthrl.envs.benchmarks.earthbench_replay",))
+RECORDINGS: Registry = Registry("recording source", ("earthrl.envs.benchmarks.earthbench_replay",
+                                                     "earthrl.envs.benchmarks.thinkgeo_replay"))
 """Recording sources by task template: ``fn(folder: Path) -> {task id: [RecordedCall]}``."""
 
 DATA_FOLDERS: Registry = Registry("task data folder", ("earthrl.envs.benchmarks.earthbench_replay",))
@@ -230,9 +231,13 @@ class ReplayBook:
         calls: the task's recording.
         tools: name -> Tool (argument models for rule 1).
         registry: the episode's artifact registry (placeholders are added).
+        inputs: the task's own files (``TaskSpec.data``): they exist from the start, even where a recorded
+            output names one (a ThinkGeo tool returning its input image), so reading one is never a
+            ``hallucinated_path``.
     """
 
-    def __init__(self, task_id: str, calls: list[RecordedCall], tools: dict, registry: ArtifactRegistry):
+    def __init__(self, task_id: str, calls: list[RecordedCall], tools: dict, registry: ArtifactRegistry,
+                 inputs: list[str] | tuple[str, ...] = ()):
         self.task_id = task_id
         self.calls = list(calls)
         self.tools = tools
@@ -246,6 +251,7 @@ class ReplayBook:
         self.writes = {file_name(f): c.name for c in self.calls
                        for f in written_files(c.arguments) + saved_files(c.output) if not c.name.endswith("filelist")}
         self.listed = {file_name(f) for c in self.calls if c.name.endswith("filelist") for f in saved_files(c.output)}
+        self.listed |= {file_name(f) for f in inputs}
 
     def answer(self, tool: Tool, arguments: dict) -> ToolResult:
         """The recorded output of the call ``tool(arguments)`` (validated arguments).

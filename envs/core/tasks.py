@@ -23,7 +23,16 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from earthrl.envs.errors import ConfigError
 from earthrl.envs.paths import data_dir
@@ -89,10 +98,15 @@ class AnswerSpec(BaseModel):
         unit: e.g. ``"%"``, ``"km2"``, ``"K"``, ``""`` for unitless indices.
         tolerance: absolute tolerance for numeric answers (same unit as value), >= 0.
         options: choices ``{letter: text}`` for ``"choice"`` (at least two).
+        gt_answer: for ``"text"`` only, a GTA/ThinkGeo answer reference as its benchmark file holds it — a
+            whitelist ``{"whitelist": [[alias, ...], ...], "blacklist": [[...]] | null}`` or a list of reference
+            texts — graded by ThinkGeo's rule (:func:`earthrl.rewards.metrics.thinkgeo.answer_score`) instead
+            of equality with ``value``; None (the default, left out of the task's dict): equality.
 
     Raises:
         pydantic.ValidationError: a numeric value that is not a number, a negative tolerance, a
-            choice without options or whose value is not one of the option letters.
+            choice without options or whose value is not one of the option letters, a ``gt_answer``
+            on another kind or without a non-empty whitelist.
     """
 
     model_config = ConfigDict(extra="forbid")  # a misspelled field is an error, not dropped
@@ -102,6 +116,14 @@ class AnswerSpec(BaseModel):
     unit: str = ""
     tolerance: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     options: dict[str, str] | None = None
+    gt_answer: dict[str, Any] | list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_gt(self, handler):
+        out = handler(self)
+        if isinstance(out, dict) and out.get("gt_answer") is None:
+            out.pop("gt_answer", None)
+        return out
 
     @field_validator("value", mode="before")
     @classmethod
@@ -127,6 +149,11 @@ class AnswerSpec(BaseModel):
             if str(self.value) not in self.options:
                 raise ValueError(f"choice value {self.value!r} is not one of the option letters "
                                  f"{sorted(self.options)}")
+        if self.gt_answer is not None:
+            if self.kind != "text":
+                raise ValueError("gt_answer grades text answers only; set kind: text")
+            if isinstance(self.gt_answer, dict) and not isinstance(self.gt_answer.get("whitelist"), list):
+                raise ValueError("gt_answer needs a whitelist: a list of alias lists")
         return self
 
 

@@ -36,11 +36,8 @@ saying so.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import AliasChoices, Field, create_model
-
 from earthrl.envs.data.artifacts import ToolError
+from earthrl.envs.tools.arg_spec import spec_model
 from earthrl.envs.tools.earthagent_numbers import EXECUTE as NUMBER_TOOLS
 from earthrl.envs.tools.earthagent_rasters import EXECUTE as RASTER_TOOLS
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
@@ -66,11 +63,6 @@ FROM_EARTH_AGENT = frozenset({
     "count_above_threshold", "count_skeleton_contours", "bboxes2centroids", "centroid_distance_extremes",
     "calculate_bbox_area", "MSCN", "SM3Det", "RemoteSAM", "InstructSAM", "SAM2", "ChangeOS"})
 
-_TYPES: dict[str, Any] = {
-    "str": str, "num": float, "int": int, "bool": bool, "list": list[Any],
-    "path": str | list[str],  # one file or a batch of files
-    "numstr": float | str, "boolstr": bool | str, "optnum": float | None,
-}
 
 # family, domain and skills by kind of tool
 _KINDS = {
@@ -91,7 +83,7 @@ _TURBIDITY = "input_red_path:str, method:str, a:num, b:num, output_path|output_f
 _NIR_SWIR = "input_nir_path:str, input_swir_path:str, output_path:str"
 
 #: name -> (kind, output kind, description, arguments). Arguments: ``name[|alias…]:type[!][=default]``
-#: (``!`` required; types: :data:`_TYPES`).
+#: (``!`` required; types: :data:`~earthrl.envs.tools.arg_spec.TYPES`).
 SPECS: dict[str, tuple[str, str, str, str]] = {
     "get_filelist": ("files", "catalogue", "List the files of a data folder.", "dir_path:str!"),
     "mcp-base_get_filelist": ("files", "catalogue", "List the files of a data folder (MCP base server).",
@@ -239,53 +231,11 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
 }
 
 
-def _default(text: str) -> Any:
-    """The default of an argument spec: ``'x'`` a string, ``True``/``False``/``None``, else a number."""
-    if not text or text == "None":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    if text[0] == text[-1] == "'":
-        return text[1:-1]
-    return float(text) if "." in text else int(text)
-
-
-def parse_arguments(spec: str) -> list[tuple[list[str], str, bool, Any]]:
-    """``[(names, type code, required, default)]`` of an argument spec ``"a|alias:str!, b:num=1, c:str='x'"``
-    (names: the argument, then its aliases; default None when not given).
-
-    Raises:
-        ValueError: an unknown type code or a malformed entry.
-    """
-    out = []
-    for item in (s.strip() for s in spec.split(",") if s.strip()):
-        names, _, rest = item.partition(":")
-        code, _, default = rest.partition("=")
-        required = code.endswith("!")
-        code = code.removesuffix("!")
-        if code not in _TYPES or not names:
-            raise ValueError(f"argument spec {item!r}: type {code!r} not in {sorted(_TYPES)}")
-        value = _default(default)
-        out.append((names.split("|"), code, required, value))
-    return out
-
-
 def args_model(tool: str, spec: str) -> type[Args]:
-    """The pydantic argument model of ``tool`` from its argument spec (:func:`parse_arguments`):
-    required arguments have no default, optional ones default to the spec's default or None (not
-    validated: the argument was left out; an explicit null is a schema error);
-    aliases validate into the first name (``validation_alias``)."""
-    fields: dict[str, Any] = {}
-    for names, code, required, default in parse_arguments(spec):
-        typ = _TYPES[code]
-        alias = AliasChoices(*names) if len(names) > 1 else None
-        if required:
-            fields[names[0]] = (typ, Field(..., validation_alias=alias))
-        else:
-            fields[names[0]] = (typ, Field(default, validation_alias=alias))  # default None: left out
-    model = create_model(f"EA_{tool.replace('-', '_')}", __base__=Args, **fields)
-    model.__doc__ = f"Arguments of Earth-Agent's {tool} ({'its signature' if tool in FROM_EARTH_AGENT else 'derived from the recorded calls'})."
-    return model
+    """The pydantic argument model of Earth-Agent's ``tool`` from its argument spec
+    (:func:`~earthrl.envs.tools.arg_spec.spec_model`)."""
+    source = "its signature" if tool in FROM_EARTH_AGENT else "derived from the recorded calls"
+    return spec_model(tool, spec, f"Arguments of Earth-Agent's {tool} ({source}).", prefix="EA")
 
 
 #: Earth-Agent's tools that run a detection, segmentation or classification model (or read its

@@ -85,7 +85,8 @@ class Tool:
         output_kind: one of :data:`OUTPUT_KINDS`; valid_range: plausible output range for the verifier, or None.
         surface: whose tool surface it belongs to: ``"earthrl"`` (EarthRL's own tools, the ``all`` and
             ``skills`` toolsets) or ``"earthagent"`` (Earth-Agent's tools that Earth-Bench's references
-            call, :mod:`earthrl.envs.tools.earthagent`, the ``earthbench`` toolset).
+            call, :mod:`earthrl.envs.tools.earthagent`, the ``earthbench`` toolset) or ``"thinkgeo"``
+            (ThinkGeo's tools, :mod:`earthrl.envs.tools.thinkgeo_tools`, the ``thinkgeo`` toolset).
         output_name: ``output_name(ctx, args) -> str``, the name of the artifact the tool writes,
             derived from the validated arguments and the episode's registry without reading
             pixels; the tool's own code names its output with it and the mock engine
@@ -109,10 +110,10 @@ class Tool:
 
 
 #: the surfaces a tool can belong to (:attr:`Tool.surface`).
-SURFACES = ("earthrl", "earthagent")
+SURFACES = ("earthrl", "earthagent", "thinkgeo")
 #: the tool modules, in prompt order; importing one registers its tools.
 TOOL_MODULES = tuple(f"earthrl.envs.tools.{m}" for m in (
-    "mini_toolset", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz", "earthagent"))
+    "mini_toolset", "preprocess", "physics", "timeseries", "interpret", "stats", "vector", "viz", "earthagent", "thinkgeo_tools"))
 TOOLS: Registry = Registry("tool", TOOL_MODULES)
 
 

@@ -5,6 +5,7 @@
 - ``"all"``: every registered tool of EarthRL's own surface (:attr:`~earthrl.envs.tools.registry.Tool.surface`);
 - ``"earthbench"``: Earth-Agent's tools that Earth-Bench's references call
   (:mod:`earthrl.envs.tools.earthagent`) and ``answer``;
+- ``"thinkgeo"``: ThinkGeo's tools (:mod:`earthrl.envs.tools.thinkgeo_tools`) and ``answer``;
 - ``"skills"``: RS-Claw progressive disclosure — the prompt shows only the skill-tree actions and
   ``answer``; the tools of a skill become callable once the agent opens it (``open_skill``);
 - a list of tool names: exactly those (plus ``answer``).
@@ -23,6 +24,8 @@ TOOLSETS: Registry = Registry("toolset")
 TOOLSETS.register("mini", lambda tools: [t for t in MINI_TOOLS if t in tools])
 TOOLSETS.register("all", lambda tools: [n for n, t in tools.items() if t.surface == "earthrl"])
 TOOLSETS.register("earthbench", lambda tools: [n for n, t in tools.items() if t.surface == "earthagent"] +
+                  (["answer"] if "answer" in tools else []))
+TOOLSETS.register("thinkgeo", lambda tools: [n for n, t in tools.items() if t.surface == "thinkgeo"] +
                   (["answer"] if "answer" in tools else []))
 TOOLSETS.register("skills", lambda tools: ["answer"])
 

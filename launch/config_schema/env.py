@@ -51,10 +51,11 @@ class EnvConfig:
                                          "hierarchical (manager/specialist turns); envs.formats registry")
     mode: str = setting("execute", "execute: real computation on the rasters; mock: SimCRAFT mock engine (no pixels); "
                                    "replay: a call matching a recorded reference call returns its recorded output "
-                                   "(tasks=earthbench with tasks.data=the Earth-Bench folder; envs/core/replay.py)")
+                                   "(tasks=earthbench or thinkgeo with tasks.data=the benchmark's folder; "
+                                   "envs/core/replay.py)")
     toolset: Any = setting("mini", "mini (the 11 earthrl-mini tools) | all (EarthRL's tools) | skills (progressive "
                                    "disclosure) | earthbench (Earth-Agent's 83 tools that Earth-Bench calls) | "
-                                   "a list of tool names")
+                                   "thinkgeo (ThinkGeo's 14 tools) | a list of tool names")
     inject_errors: Any = setting(None, "injected tool errors, e.g. {rate: 0.1, seed: 0} "
                                                             "(keys: InjectErrorsConfig); null: none",
                                                       schema=InjectErrorsConfig, null=True)

@@ -11,7 +11,8 @@ from earthrl.launch.config_schema.rules import PHRASINGS, setting
 class EvalSettings:
     """The ``eval`` section of conf/eval.yaml."""
 
-    modes: list[str] = setting(["IF"], "phrasings to evaluate; each task runs once per mode (where it has it)",
+    modes: list[str] = setting(["IF"], "phrasings to evaluate; each task runs once per mode (where it has it); "
+                                       "conf/eval.yaml sets it to [tasks.phrasing]",
                                choices=PHRASINGS, nonempty=True)
     samples: int = setting(1, "trajectories per task and mode (accuracy is averaged over them)", range=(1, None))
     max_tasks: int | None = setting(None, "first N tasks of the split (null: all)", range=(1, None))

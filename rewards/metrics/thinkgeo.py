@@ -31,39 +31,15 @@ not only the zipped ones.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
+
+from earthrl.rewards.answer_rules import answer_score, exact_similarity
+
+__all__ = ["IMAGE_TOOLS", "answer_score", "exact_similarity", "image_answer_score", "score_thinkgeo",
+           "step_counts", "steps_from_calls"]
 
 #: ThinkGeo's image-generating tools (their outputs are judged by their arguments).
 IMAGE_TOOLS = ("DrawBox", "AddText", "Plot")
-
-
-def exact_similarity(pred: str, ref: str) -> float:
-    """1.0 when the two strings are equal after lower-casing and collapsing whitespace, else 0.0."""
-    norm = lambda s: " ".join(str(s).lower().split())  # noqa: E731
-    return float(norm(pred) == norm(ref))
-
-
-def answer_score(pred: str | None, gt_answer, similarity: Callable[[str, str], float] = exact_similarity) -> float:
-    """Score of a final answer text against a ThinkGeo ``gt_answer`` (whitelist dict or list of texts).
-
-    Returns 0.0 for a missing answer; see the module docstring for the rule.
-    """
-    if not pred:
-        return 0.0
-    text = str(pred).lower()
-    if isinstance(gt_answer, dict):
-        def hit(group) -> bool:
-            aliases = [group] if isinstance(group, str) else list(group)
-            pattern = r"\b(?:" + "|".join(re.escape(str(a).lower()) for a in aliases) + r")\b"
-            return re.search(pattern, text, re.IGNORECASE) is not None
-
-        ok = all(hit(g) for g in gt_answer.get("whitelist") or [])
-        black = gt_answer.get("blacklist") or []
-        return float(ok and not any(hit(g) for g in black))
-    if isinstance(gt_answer, list):
-        return max((float(similarity(str(pred), str(r))) for r in gt_answer), default=0.0)
-    return 0.0
 
 
 def step_counts(pred: Sequence[dict], ref: Sequence[dict]) -> dict[str, int]:

@@ -1,0 +1,34 @@
+"""``earthrl eval tasks=thinkgeo env.mode=replay`` with the tiny random model on a ThinkGeo-format file: the preset
+runs the AP phrasing with ThinkGeo's tools, every observation is a recorded output or an error of the action, and
+the report holds ThinkGeo's five metrics."""
+
+from __future__ import annotations
+
+import json
+
+from earthrl.envs.core.replay import output_text
+from tests.envs.test_thinkgeo_replay import FIXTURE
+from tests.launch.test_train_e2e import earthrl
+
+ACTION_ERRORS = {"parse_error", "schema_error", "unknown_tool", "off_record", "hallucinated_path", "no_tool_call"}
+
+
+def test_eval_on_thinkgeo_in_replay_mode_reports_thinkgeos_metrics(tmp_path, tiny_model):
+    (tmp_path / "tg").mkdir()
+    (tmp_path / "tg" / "ThinkGeoBench.json").write_text(json.dumps(FIXTURE))
+    earthrl("eval", "model=tiny-llama", "cluster.engine=hf", "env.num_workers=1", "env.max_turns=2",
+            "sampling.max_new_tokens=8", "logger.mode=disabled", "eval.output_dir=out", "eval.bootstrap=20",
+            "tasks=thinkgeo", f"tasks.data={tmp_path / 'tg'}", "env.mode=replay", cwd=tmp_path)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (report["n_tasks"], report["n_trajectories"], list(report["by_mode"])) == (3, 3, ["AP"])
+    for name in ("inst", "tool", "arg", "ans", "ans_i"):
+        assert report["metrics"][name]["n"] == 3 and 0.0 <= report["metrics"][name]["value"] <= 1.0, name
+    outputs = {output_text(t["content"]["content"]) for task in FIXTURE.values()
+               for t in task["dialogs"] if t["role"] == "tool"}
+    lines = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
+    assert sorted(e["task_id"] for e in lines) == ["thinkgeo/0", "thinkgeo/1", "thinkgeo/2"]
+    for e in lines:
+        turns = e["trajectory"]["turns"]
+        assert 1 <= len(turns) <= 2  # the command line's env.max_turns=2 wins over the preset's 10
+        for t in turns:
+            assert (t["error_kind"] in ACTION_ERRORS) if t["error"] else t["observation"] in outputs, t
