@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from earthrl.envs.core.replay import output_text
 from tests.envs.test_thinkgeo_replay import FIXTURE
 from tests.launch.test_train_e2e import earthrl
@@ -13,6 +15,7 @@ from tests.launch.test_train_e2e import earthrl
 ACTION_ERRORS = {"parse_error", "schema_error", "unknown_tool", "off_record", "hallucinated_path", "no_tool_call"}
 
 
+@pytest.mark.long  # an earthrl eval end to end (~65 s on 2 busy cores); the replay itself: tests/envs/test_thinkgeo_replay.py
 def test_eval_on_thinkgeo_in_replay_mode_reports_thinkgeos_metrics(tmp_path, tiny_model):
     (tmp_path / "tg").mkdir()
     (tmp_path / "tg" / "ThinkGeoBench.json").write_text(json.dumps(FIXTURE))
