@@ -74,7 +74,9 @@ def figures(series: dict) -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # lazy: see above
+    from matplotlib.ticker import MaxNLocator  # lazy: see above
 
+    steps = MaxNLocator(integer=True)  # optimizer steps are whole numbers (no 1.25 ticks)
     figs = {}
     for key, label in (("reward", "mean reward"), ("accuracy", "correct share")):
         skills = series[f"{key}_by_skill"]
@@ -84,6 +86,7 @@ def figures(series: dict) -> dict:
         for skill, (xs, ys) in skills.items():
             ax.plot(xs, ys, marker="o", label=skill)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(steps)
         ax.set_ylabel(label)
         ax.set_title(f"{label} per skill (training samples)")
         ax.legend(fontsize="small")
@@ -97,6 +100,7 @@ def figures(series: dict) -> dict:
         ax_t.set_title("assistant turns per trajectory")
         for ax in (ax_e, ax_t):
             ax.set_xlabel("step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         fig.tight_layout()
         figs["eir_turns"] = fig
     if series["advantages"]:

@@ -59,6 +59,11 @@ def test_every_figure_draws_those_values(run_dir):
                             "reward_by_skill"]
     lines = {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in figs["reward_by_skill"].axes[0].lines}
     assert lines == {"vegetation": ([1], [-0.5]), "water": ([1, 2], [1.0, 2.5])}
+    for fig in (figs["reward_by_skill"], figs["eir_turns"]):  # whole steps on the x axis (1, 2, not 1.25)
+        for ax in fig.axes:
+            fig.canvas.draw()
+            ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+            assert ticks and all(float(t).is_integer() for t in ticks), ticks
     lines = {ln.get_label(): list(ln.get_ydata()) for ln in figs["accuracy_by_skill"].axes[0].lines}
     assert lines == {"vegetation": [0.0], "water": [0.5, 1.0]}
     eir, turns = figs["eir_turns"].axes
