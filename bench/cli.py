@@ -243,8 +243,9 @@ def _run(args: argparse.Namespace) -> None:
     terminal = sys.stdout
     bar = tqdm(total=sum(len(BENCHES[s]) for s in suites), desc="bench", unit="measurement", file=terminal,
                dynamic_ncols=True)
-    # the measurements' own lines go above the bar (tqdm's documented stdout redirection)
-    with contextlib.redirect_stdout(DummyTqdmFile(terminal)):
+    # the measurements' own lines go above the bar (tqdm's documented stdout redirection); an interruption
+    # closes the bar first, so the line saying where it stopped is a line of its own
+    with contextlib.closing(bar), contextlib.redirect_stdout(DummyTqdmFile(terminal)):
         for suite in suites:
             lifecycle.at(f"bench {suite}")
             before = bar.n
@@ -257,7 +258,6 @@ def _run(args: argparse.Namespace) -> None:
                 by_suite[suite] = {"error": {"error": f"{type(exc).__name__}: {exc}", "ok": False}}
                 bar.update(len(BENCHES[suite]) - (bar.n - before))  # its measurements left count as done
                 print(f"{suite}: failed ({type(exc).__name__}: {exc})", flush=True)
-    bar.close()
     goals = goal_table(by_suite)
     print_goals(goals)
     results = by_suite[args.suite] if args.suite != "all" else by_suite

@@ -99,8 +99,10 @@ def main(argv: list[str]) -> int:
         return 2
     command = server_command(args, python, record, device)
     parser = record.get("tool_call_parser")
-    print(f"serving {served_name(args.export)} at http://{args.host}:{args.port}/v1 on {device} "
-          f"(tool-call parser: {parser or 'none: send tool_choice none'}); Ctrl-C stops it", flush=True)
+    name = served_name(args.export)
+    print(f"serving {name} at http://{args.host}:{args.port}/v1 on {device} "
+          f"(tool-call parser: {parser or 'none: send tool_choice none'}); requests name \"model\": \"{name}\"; "
+          "it answers once vLLM has loaded the model (a minute or two on a CPU); Ctrl-C stops it", flush=True)
     print("$ " + shlex.join(command), flush=True)
     proc = subprocess.Popen(command, env=vllm_env.engine_env(args.threads, device), stdin=subprocess.DEVNULL,
                             start_new_session=True)

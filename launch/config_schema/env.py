@@ -75,9 +75,11 @@ class EnvConfig:
                              range=(1, None))
     max_obs_chars: int = setting(600, "observations are truncated to this many characters", range=(1, None))
     max_context_tokens: int = setting(3072, "an episode stops when its tokens exceed this", range=(1, None))
-    max_action_tokens: int = setting(64, "tokens one assistant turn needs for a call: the default of "
-                                         "sampling.max_new_tokens (eval) and algorithm.sampling.max_new_tokens "
-                                         "(train); the Earth-Bench suites set 1024", range=(1, None))
+    max_action_tokens: int = setting(128, "tokens one assistant turn needs for a call: the default of "
+                                          "sampling.max_new_tokens (eval) and algorithm.sampling.max_new_tokens "
+                                          "(train); 128 holds every earthrl-mini-core reference call (at most 80 "
+                                          "Qwen2.5 tokens; 97 of its 960 calls exceed 64); the Earth-Bench suites "
+                                          "set 1024", range=(1, None))
     sops: SOPConfig = setting(factory=SOPConfig, doc="SOP retrieval (SimCRAFT): retrieve, folder, top_k, threshold")
     stop_strings: list[str] = setting(["</tool_call>"], "a generated turn ends after any of these strings "
                                                         "([]: at the end-of-turn token)")

@@ -41,11 +41,14 @@ def outcome(correct: bool | None, faulted: bool, answer) -> str:
 
 
 def _tasks(folder: Path) -> tuple[dict[str, dict], str]:
-    """The tasks of the folder's ``config.yaml`` (``tasks.name`` over every split, scenes of ``tasks.data``) by id,
+    """The tasks of the folder's ``config.yaml`` (``tasks.name`` over every split, scenes of ``tasks.data``) by id —
+    for a run's held-out folder ``<run>/heldout/step_N``, the run's —
     and "" — or {} and why they could not be read (then skills and correctness stay unknown)."""
     from omegaconf import OmegaConf  # lazy: the CLI starts fast
 
-    config = folder / "config.yaml"
+    # an evaluation folder holds its own; a run's held-out reports (<run>/heldout/step_N) use the run's
+    config = next((f / "config.yaml" for f in (folder, folder.parent, folder.parent.parent)
+                   if (f / "config.yaml").is_file()), folder / "config.yaml")
     if not config.is_file():
         return {}, f"no config.yaml in {folder}: skills and correctness of evaluation episodes are unknown"
     try:

@@ -14,7 +14,7 @@ The planner first binds one skill of the skill tree (:mod:`earthrl.envs.core.ski
 
 or the same as JSON, ``<plan>{"nodes": [{"id": "n1", "tool": "spectral_index", "needs": []}, …]}</plan>``; a plan
 that binds its skill itself starts with a ``skill: <id>`` line (JSON: ``"skill"``). The line form is what the
-planner is shown: 26 Qwen2.5 tokens for the plan above against 72 as JSON (a turn is cut at ``max_new_tokens``, 64
+planner is shown: 26 Qwen2.5 tokens for the plan above against 72 as JSON (a turn is cut at ``max_new_tokens``, 128
 by default), and nothing to escape.
 
 Every node names a tool of the bound skill (or ``answer``) and the nodes whose results it uses (its needs). A node

@@ -121,6 +121,17 @@ def test_unreadable_tasks_leave_the_episodes_unjudged_with_a_note(folders):
     assert [e["outcome"] for e in f.episodes] == ["not judged", "not judged"] and "config.yaml" in f.note
 
 
+def test_a_runs_heldout_folder_is_judged_against_the_runs_config(folders):
+    """`<run>/heldout/step_N` (written by trainer.heldout) holds no config.yaml of its own: the run's serves."""
+    run, ev = folders
+    held = run / "heldout" / "step_000003"
+    held.mkdir(parents=True)
+    (held / "trajectories.jsonl").write_text((ev / "trajectories.jsonl").read_text())
+    f = Folder.load(held)
+    assert f.kind == "eval" and f.note == "" and [e["outcome"] for e in f.episodes] == ["correct", "wrong"]
+    assert [e["skill"] for e in f.episodes] == ["spectral_index", "spectral_index"]
+
+
 @pytest.mark.parametrize("make", ["missing", "empty", "blank-file"])
 def test_bad_folders_stop_with_one_line_and_status_2(tmp_path, capsys, make):
     folder = tmp_path / "f"
