@@ -78,9 +78,17 @@ def stage_of(meta: dict, ckpt: Path) -> dict:
         what = (f"reinforcement learning: algorithm {algo.get('name')} (estimator {algo.get('estimator')}, loss {loss}, "
                 f"group size {algo.get('group_size')}, reward {algo.get('reward')}, action format {env.get('action_format')})")
         data = suite
-        init = (cfg.get("trainer") or {}).get("init_from")
+        init = (cfg.get("trainer") or {}).get("init_from") or _warm_start_of(ckpt.parent.parent)
     return {"kind": "SFT" if "sft" in cfg else "RL", "checkpoint": str(ckpt), "step": meta.get("step"), "what": what,
             "data": data, "init_from": init}
+
+
+def _warm_start_of(run: Path) -> str | None:
+    """The checkpoint a run started from when ``trainer.warm_start`` chose it (``<run>/init_from.json``), or None."""
+    try:
+        return json.loads((run / "init_from.json").read_text()).get("checkpoint")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def stages(ckpt: Path | None) -> list[dict]:

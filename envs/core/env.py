@@ -275,7 +275,8 @@ class RSEnv:
         if phrasing not in task.question:
             raise KeyError(f"task {task.id} has no phrasing {phrasing!r}; has {list(task.question)}")
         folder = None
-        if self.mode == "execute" and task.template in DATA_FOLDERS:  # Earth-Bench: files read by path
+        # Earth-Bench: files read by path (a task without data — the audit's, whose inputs it registers — has none)
+        if self.mode == "execute" and task.template in DATA_FOLDERS and task.data:
             folder = DATA_FOLDERS[task.template](self.data_root, list(task.data))
             if not folder.is_dir():
                 raise KeyError(f"task {task.id} reads its files from {folder}, which does not exist: put the "

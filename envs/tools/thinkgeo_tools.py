@@ -46,15 +46,13 @@ _LOGIC = ("SAA", "Spatio-Temporal Analysis")
 
 #: name -> (family and domain, output kind, description, argument spec (:mod:`~earthrl.envs.tools.arg_spec`), source)
 SPECS: dict[str, tuple[tuple[str, str], str, str, str, str]] = {
-    "TextToBbox": (_PERCEPTION, "table", "Detect the object described by a text; returns its bbox (x1, y1, x2, y2) "
-                   "and score (the best one, or all with top1=false).", "image:str!, text:str!, top1:bool=True",
+    "TextToBbox": (_PERCEPTION, "table", "Bbox (x1, y1, x2, y2) and score of the object a text names (all: top1=false).", "image:str!, text:str!, top1:bool=True",
                    _THINKGEO),
     "ObjectDetection": (_PERCEPTION, "table", "Detect all objects of the image: name, bbox (x1, y1, x2, y2), score.",
                         "image:str!", _THINKGEO),
     "CountGivenObject": (_LOGIC, "number", "Count the objects of a kind in the image (or in a bbox of it).",
                          "image:str!, text:str!, bbox:str", _THINKGEO),
-    "SegmentObjectPixels": (_PERCEPTION, "number", "Segment the objects of a kind; returns the pixel count of each "
-                            "(flag=true) or their total.", "image:str!, text:str!, flag:bool=True", _THINKGEO),
+    "SegmentObjectPixels": (_PERCEPTION, "number", "Pixel count of each object of a kind (flag=true) or their total.", "image:str!, text:str!, flag:bool=True", _THINKGEO),
     "RegionAttributeDescription": (_PERCEPTION, "metadata", "Describe an attribute of a region (x1, y1, x2, y2) of "
                                    "the image.", "image:str!, bbox:str!, attribute:str!", _GTA),
     "DrawBox": (_OPERATION, "image", "Draw a box (x1, y1, x2, y2) with an optional annotation on the image.",
@@ -69,7 +67,7 @@ SPECS: dict[str, tuple[tuple[str, str], str, str, str, str]] = {
                    "expression:str!", _AGENTLEGO),
     "Solver": (_LOGIC, "metadata", "Run Python code defining solution() (SymPy) and return its result.",
                "command:str!", _AGENTLEGO),
-    "Plot": (_LOGIC, "image", "Run Python code defining solution(path) that draws with Matplotlib and saves to path.",
+    "Plot": (_LOGIC, "image", "Run Python code whose solution(path) draws with Matplotlib and saves to path.",
              "command:str!", _AGENTLEGO),
     "GoogleSearch": (_OPERATION, "metadata", "Search the web for a query.", "query:str!", _AGENTLEGO),
 }

@@ -207,7 +207,7 @@ def test_bench_options_are_checked_before_any_work(argv, error, monkeypatch, cap
 def test_bench_out_folder_is_created_up_front_and_a_folder_is_refused(tmp_path, monkeypatch, capsys):
     import earthrl.bench.cli as bench
 
-    monkeypatch.setattr(bench, "run_suite", lambda suite, options: {"ndvi": {"ratio": 1.79}})
+    monkeypatch.setattr(bench, "run_suite", lambda suite, options, bar=None: {"ndvi": {"ratio": 1.79}})
     main(["env", "--size", "2", "--out", str(tmp_path / "new" / "r.json")])
     written = json.loads((tmp_path / "new" / "r.json").read_text())
     assert written["goals"][-1] == {"goal": "NDVI tool / bare numpy time", "metric": "env/ndvi/ratio",

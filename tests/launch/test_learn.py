@@ -34,7 +34,7 @@ def test_every_learn_key_has_a_rule_and_every_preset_stage_composes(tiny_model, 
 
 @pytest.mark.parametrize("arg, message", [
     ("+learn.grpo.algorithm.lr=abc", "learn stage 'grpo' (earthrl train): algorithm.lr=abc must be a number"),
-    ("learn.warm_start=half", "learn.warm_start=half: no such SFT preset; use one of cpu, craft, craft_cpu, expert_tuning, expert_tuning_paper, paper, planner, planner_gpu, simcraft, tiny, warm, warm_oracle"),
+    ("learn.warm_start=half", "learn.warm_start=half: no such SFT preset; use one of cpu, craft, craft_cpu, expert_tuning, expert_tuning_paper, paper, planner, planner_gpu, simcraft, simcraft_gpu, teacher_loop, teacher_loop_gpu, tiny, warm, warm_oracle"),
     ("learn.compare_modes=[half]", "learn.compare_modes=['half'] items must be one of oracle, unmasked, masked"),
     ("learn.tasks=nope", "learn.tasks=nope: no such task group"),
     ("learn.eval.eval.samples=0", "learn stage 'eval base' (earthrl eval): eval.samples=0 must be"),

@@ -163,3 +163,20 @@ def test_serve_answers_a_tool_call_request_on_cpu_and_ctrl_c_stops_it(exported):
     assert proc.returncode == 0 and "earthrl serve: stopped" in out
     _, alive = psutil.wait_procs(server, timeout=30)
     assert alive == []
+
+
+def test_the_card_follows_a_warm_start_back_to_its_sft_stage(tmp_path):
+    """`make train` starts RL from a cached SFT warm start: trainer.init_from is null, the run's init_from.json
+    names the checkpoint, and the card lists both stages, SFT first."""
+    from earthrl.launch.model_card import stages
+
+    sft = tmp_path / "warm_start" / "w" / "checkpoints" / "step_000012"
+    rl = tmp_path / "run" / "checkpoints" / "step_000003"
+    for ckpt, config, step in ((sft, {"sft": {"mode": "masked"}, "tasks": {"name": "t"}, "env": {}}, 12),
+                               (rl, {"algorithm": {"name": "grpo"}, "trainer": {"init_from": None}, "env": {}}, 3)):
+        ckpt.mkdir(parents=True)
+        (ckpt / "meta.json").write_text(json.dumps({"config": config, "step": step}))
+    (tmp_path / "run" / "init_from.json").write_text(json.dumps({"checkpoint": str(sft), "warm_start": "warm"}))
+    chain = stages(rl)
+    assert [(s["kind"], s["step"]) for s in chain] == [("SFT", 12), ("RL", 3)]
+    assert chain[1]["init_from"] == str(sft) and chain[0]["checkpoint"] == str(sft.resolve())

@@ -135,7 +135,7 @@ def test_malformed_override_fails_with_one_line_before_writing(tmp_path):
     proc = earthrl("train", "algoritm.lr=1e-5", cwd=tmp_path, check=False)  # a misspelt section
     assert proc.stderr == "earthrl: error: unknown config key 'algoritm.lr'; did you mean 'algorithm.lr'?\n"
     proc = earthrl("train", "tasks=nope", cwd=tmp_path, check=False)
-    assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthbench, earthbench-rsclaw, earthrl-mini, earthrl-mini-core\n"
+    assert proc.stderr == "earthrl: error: Could not find 'tasks/nope'; choose one of: earthbench, earthbench-rsclaw, earthrl-mini, earthrl-mini-core, thinkgeo\n"
     assert list(tmp_path.iterdir()) == []
 
 
