@@ -31,9 +31,15 @@ from tests.launch.test_train_e2e import VARYING_REWARD
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT at its default, as a terminal's Ctrl-C finds it (a shell's background job,
+    e.g. `make test &`, starts with SIGINT ignored, and Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+                            env={**os.environ, **(env or {})}, start_new_session=True, preexec_fn=_default_sigint)
 
 
 def _wait_for(proc: subprocess.Popen, marker: str, lines: list[str], timeout: float = 240) -> None:
