@@ -10,6 +10,7 @@ tokens per role.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,22 @@ class ComparisonTable(Callback):
         print(f"\nsweep comparison ({folder / 'comparison.md'}):\n{table}", flush=True)
 
 
+FOLDER_NAME_MAX = 200
+"""The longest folder name :func:`one_folder` returns, in UTF-8 bytes (file systems stop at 255)."""
+
+
 def one_folder(value: str) -> str:
     """One folder name from Hydra's ``override_dirname``: ``tasks.data=/data/eb,tasks=earthbench`` →
-    ``tasks.data=_data_eb,tasks=earthbench`` (a path's slashes would make nested folders)."""
-    return str(value).replace("/", "_")
+    ``tasks.data=_data_eb,tasks=earthbench`` (a path's slashes would make nested folders). A name longer
+    than :data:`FOLDER_NAME_MAX` bytes (a sweep over long checkpoint paths) keeps its start and ends in
+    ``~`` and 16 hex digits of the whole name's SHA-1, so it stays unique and the OS accepts it."""
+    name = str(value).replace("/", "_")
+    raw = name.encode()
+    if len(raw) <= FOLDER_NAME_MAX:
+        return name
+    digest = hashlib.sha1(raw).hexdigest()[:16]
+    head = raw[:FOLDER_NAME_MAX - 17].decode(errors="ignore")
+    return f"{head}~{digest}"
 
 
 def sweep_job_dirname() -> str:

@@ -266,10 +266,27 @@ def new_trajectory(task: dict, group: str) -> Trajectory:
     return Trajectory(task_id=task["id"], group=group, prompt_ids=[], episode_id=f"{task['id']}-{uuid.uuid4().hex[:8]}")
 
 
+CUT_NOTE = (" Your reply was cut at {n} tokens (this turn's max_new_tokens, sampling.max_new_tokens) before "
+            "the call was complete: write a shorter call.")
+
+
+def note_cut(out: dict, res: dict) -> dict:
+    """Tell the agent why its call did not parse when the engine cut it: a ``parse_error`` of a response whose
+    ``finish_reason`` is ``"length"`` gets :data:`CUT_NOTE` (with the response's token count) appended to its
+    observation, in place (idempotent). Returns ``res``."""
+    if out.get("finish_reason") == "length" and res.get("error_kind") == "parse_error":
+        note = CUT_NOTE.format(n=len(out.get("response_ids") or []))
+        if not str(res.get("observation", "")).endswith(note):
+            res["observation"] = f"{res.get('observation', '')}{note}"
+    return res
+
+
 def turn_from(out: dict, text: str, res: dict, role: str, cfg: LoopConfig, **fields) -> Turn:
     """The :class:`Turn` of one engine result ``out`` (decoded as ``text``) and the env's step result ``res``:
     the env's fields of :data:`TURN_FIELDS_FROM_ENV`, the adapter of the turn's role (the env's ``role``
-    when it names one, else ``role``) and ``fields`` (``context_ids``, ``node``, …)."""
+    when it names one, else ``role``) and ``fields`` (``context_ids``, ``node``, …). A parse error of a cut
+    response gets :func:`note_cut`'s note in ``res`` (so the next turn's observation carries it too)."""
+    note_cut(out, res)
     env_fields = {k: res[k] for k in TURN_FIELDS_FROM_ENV if res.get(k) is not None}
     turn = Turn(response_ids=out["response_ids"], response_logprobs=out["logprobs"], response_text=text,
                 observation=res["observation"], error=bool(res["error"]), error_kind=res["error_kind"],

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from earthrl.envs.core.skills import SKILL_IDS, SKILLS, skill_tools
 from earthrl.envs.formats.parsers import ActionError, extract_call, parse_json_action
 from earthrl.envs.tools.registry import TOOLS, openai_schema
-from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, play, turn_from
+from earthrl.rollout.agent_loop import LoopConfig, new_trajectory, note_cut, play, turn_from
 from earthrl.rollout.agent_registry import AGENT_LOOPS
 from earthrl.rollout.agents.contexts import (
     PLANNER_SYSTEM,
@@ -183,6 +183,7 @@ async def run_episode(task: dict, group: str, *, system: str, codec, tokenizer, 
                 traj.prompt_ids, ctx = ids, []
             # the json env names every turn's author "agent"; the loop knows the role (and so the adapter)
             state = f"{node}@{t}" if g > 1 else ""
+            note_cut(out, res)  # before the copy below: the next observation carries the note too
             turn = turn_from(out, text, {**res, "role": None}, role, cfg, context_ids=ctx, node=node, node_state=state)
             traj.turns.append(turn)
             for j, other in enumerate(outs[1:], 1):

