@@ -52,6 +52,10 @@ class EpisodeRecord:
             cross-checks, replans, repairs, retries, …); {} for the flat loop and other sources.
         plan: the tools of the planner's first valid plan without ``answer`` (``Trajectory.plan``), ``[]`` when it
             wrote none; None for loops that do not plan and other sources.
+        template: the task's template (``TaskSpec.template``); ``"thinkgeo"`` makes ThinkGeo's metrics follow
+            ThinkGeo's rules with ``gt_answer`` (:mod:`earthrl.rewards.metrics.compute`).
+        gt_answer: the task's ThinkGeo/GTA answer reference (``AnswerSpec.gt_answer``: whitelist dict or list of
+            texts); None for other tasks and for ThinkGeo's image-generation tasks.
     """
 
     task_id: str
@@ -65,6 +69,8 @@ class EpisodeRecord:
     faulted: bool = False
     agent_stats: dict = field(default_factory=dict)
     plan: list[str] | None = None
+    template: str = ""
+    gt_answer: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict of the record."""
@@ -103,7 +109,8 @@ class EpisodeRecord:
         return cls(task_id=traj.task_id, calls=calls, turns=turns, answer=answer, correct=correct,
                    skill=task.get("skill", ""), mode=mode, action_format=action_format,
                    faulted=bool(traj.faulted), agent_stats=dict(traj.agent_stats),
-                   plan=None if traj.plan is None else list(traj.plan))
+                   plan=None if traj.plan is None else list(traj.plan), template=task.get("template") or "",
+                   gt_answer=(task.get("answer") or {}).get("gt_answer"))
 
     @classmethod
     def from_earthbench_prediction(cls, task_id: str, tool_calls: list | None, answer_text: str | None,

@@ -12,7 +12,10 @@ the reference calls of their tasks with every registered metric (:data:`METRICS`
   (SimCRAFT; ``plan_*`` on the planner's output of a planning loop);
 - ``inst``, ``tool``, ``arg``, ``ans``, ``ans_i``: :mod:`~earthrl.rewards.metrics.thinkgeo` (ThinkGeo),
   applied position by position to the record's calls + answer against the reference calls +
-  an answer step; ``ans``/``ans_i`` equal Accuracy on EarthRL tasks (all have an answer).
+  an answer step. On ThinkGeo's own tasks (template ``thinkgeo``) they follow ThinkGeo's rules with
+  the task's ``gt_answer``: Ans. grades the answer text (:func:`~earthrl.rewards.answer_rules.answer_score`)
+  over the tasks with a textual answer, and Ans_I adds the image-generation tasks, scored by the arguments
+  of their image tools; on other tasks (all have an answer) ``ans`` and ``ans_i`` equal Accuracy.
 
 All values are fractions in [0, 1] (Accuracy 0.5932 is the published 59.32%), except
 Efficiency (a ratio), Avg Turns (turns) and the token means (tokens per episode).
@@ -111,12 +114,32 @@ def _on_record(fn: Callable) -> Callable:
     return lambda rec, ref: fn(rec)
 
 
-def _thinkgeo_pair(num: str, *den: str) -> Callable:
-    """``(record, ref) -> (count num, Σ counts den)`` of :func:`metrics_thinkgeo.step_counts`."""
-    def fn(rec: EpisodeRecord, ref) -> tuple[int, int]:
-        c = thinkgeo.step_counts(thinkgeo.steps_from_calls(rec.calls, rec.answer),
-                                 thinkgeo.steps_from_calls(ref, answer=True))
-        return c[num], sum(c[d] for d in den)
+def _answer_text(answer):
+    """The text of a record's answer: the ``value`` of EarthRL's ``{"value", "unit"}``, else the answer itself."""
+    return answer.get("value") if isinstance(answer, dict) else answer
+
+
+def _thinkgeo_metric(name: str) -> Callable:
+    """``(record, ref) -> (numerator, denominator)`` of ThinkGeo's metric ``name``
+    (:func:`~earthrl.rewards.metrics.thinkgeo.episode_scores`).
+
+    A ThinkGeo task (``record.template == "thinkgeo"``) is scored by ThinkGeo's rules with its
+    ``gt_answer``: an image-generation task (no ``gt_answer``) has no answer step, is out of Ans.
+    and enters Ans_I by its image tool's arguments. Every other task has a textual answer judged
+    by the outcome check: the reference ends with an answer step and Ans. = Ans_I = ``record.correct``.
+    """
+    def fn(rec: EpisodeRecord, ref) -> tuple[float, int]:
+        calls = rec.calls or []
+        if rec.template == "thinkgeo":
+            gt = rec.gt_answer
+            return thinkgeo.episode_scores(
+                thinkgeo.steps_from_calls(calls, _answer_text(rec.answer) if gt else None),
+                thinkgeo.steps_from_calls(ref, answer=True if gt else None), gt)[name]
+        if name in ("ans", "ans_i"):
+            return float(bool(rec.correct)), 1
+        scores = thinkgeo.episode_scores(thinkgeo.steps_from_calls(calls, rec.answer),
+                                         thinkgeo.steps_from_calls(ref, answer=True), True)
+        return scores[name]
 
     return fn
 
@@ -144,13 +167,8 @@ for _spec in (
                source=_SC),
     MetricSpec("hal_rate", _on_record(agent.hallucinated_calls), ratio=True, scores_missing=False, source=_SC),
     MetricSpec("fmt_err", _on_record(agent.format_errors), ratio=True, **_TURNS, source=_SC),
-    MetricSpec("inst", _thinkgeo_pair("inst_align", "ref_tool_steps", "ref_answer_steps"), ratio=True, source=_TG),
-    MetricSpec("tool", _thinkgeo_pair("tool_acc", "ref_tool_steps"), ratio=True, source=_TG),
-    MetricSpec("arg", _thinkgeo_pair("arg_acc", "ref_tool_steps"), ratio=True, source=_TG),
-    # EarthRL tasks all have a textual answer, judged by the outcome check: Ans. and Ans_I
-    # (which only differs on ThinkGeo's image-generation tasks) both equal the answer accuracy.
-    MetricSpec("ans", _correct, **_ANSWER, source=_TG),
-    MetricSpec("ans_i", _correct, **_ANSWER, source=_TG),
+    *(MetricSpec(n, _thinkgeo_metric(n), ratio=True, source=_TG) for n in ("inst", "tool", "arg")),
+    *(MetricSpec(n, _thinkgeo_metric(n), ratio=True, **_ANSWER, source=_TG) for n in ("ans", "ans_i")),
 ):
     register_metric(_spec)
 

@@ -39,7 +39,16 @@ TABLE_METRICS = {
     "plan_tsa": ("Plan TSA", "{:.3f}"),
     "hal_rate": ("Hal.Rate", "{:.3f}"),
     "fmt_err": ("Fmt.Err", "{:.3f}"),
+    "inst": ("Inst.", "{:.3f}"),
+    "tool": ("Tool.", "{:.3f}"),
+    "arg": ("Arg.", "{:.3f}"),
+    "ans": ("Ans.", "{:.3f}"),
+    "ans_i": ("Ans_I", "{:.3f}"),
 }
+
+#: ThinkGeo's metrics (:mod:`earthrl.rewards.metrics.thinkgeo`): a table of their own in the Markdown of a report
+#: whose tasks include ThinkGeo's (``report["thinkgeo"]``); in ``report.json`` for every suite.
+THINKGEO_COLUMNS = ("inst", "tool", "arg", "ans", "ans_i")
 
 
 def episode_records(entries: list[dict], tasks_by_id: dict[str, dict]) -> list[EpisodeRecord]:
@@ -74,7 +83,8 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
         "tokens_by_format": {format: {"action_tokens", "observation_tokens"}},
         "roles": :func:`earthrl.rewards.metrics.roles.role_metrics`, "error_kinds": the count and per-episode
         rate of each error kind over the episodes not faulted, per tool too
-        (:func:`earthrl.rewards.metrics.error_kinds.error_kinds`)}``.
+        (:func:`earthrl.rewards.metrics.error_kinds.error_kinds`)}``, and, when ThinkGeo tasks were run,
+        ``"thinkgeo": {"tasks", "image_tasks"}`` (how many; image-generation tasks are out of Ans. and in Ans_I).
     """
     records = episode_records(entries, tasks_by_id)
     refs = {tid: t["reference"] for tid, t in tasks_by_id.items()}
@@ -95,7 +105,7 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
         turns[len(r.turns)] += 1
     overall = compute_all(records, {r.task_id: refs[r.task_id] for r in records}, mode=mode,
                           n_resamples=n_resamples, seed=seed) if records else {"metrics": {}, "skipped": {}}
-    return {
+    report = {
         "skipped": overall["skipped"],
         "n_trajectories": len(records),
         "n_tasks": len({r.task_id for r in records}),
@@ -113,6 +123,10 @@ def build_report(entries: list[dict], tasks_by_id: dict[str, dict], *, mode: str
                                    Counter(e["trajectory"].get("failure") or "fault" for e in entries
                                            if e["trajectory"].get("faulted"))),
     }
+    thinkgeo = {r.task_id: r.gt_answer for r in records if r.template == "thinkgeo"}
+    if thinkgeo:
+        report["thinkgeo"] = {"tasks": len(thinkgeo), "image_tasks": sum(not gt for gt in thinkgeo.values())}
+    return report
 
 
 def build_earthbench_report(pred_dir: Path, earthbench: Path, *, mode: str = "earthbench",
@@ -159,8 +173,11 @@ def _has_intervals(report: dict) -> bool:
                for m in report["metrics"].values())
 
 
-def _table(rows: dict[str, dict], first: str) -> list[str]:
-    keys = [k for k in TABLE_METRICS if any(k in m for m in rows.values())]
+def _table(rows: dict[str, dict], first: str, columns=None) -> list[str]:
+    """Markdown table of ``rows`` (``{row name: metrics}``) over ``columns`` (default: every metric of
+    :data:`TABLE_METRICS` but ThinkGeo's), each column shown when a row has it."""
+    columns = columns or [k for k in TABLE_METRICS if k not in THINKGEO_COLUMNS]
+    keys = [k for k in columns if any(k in m for m in rows.values())]
     lines = [f"| {first} | n | " + " | ".join(TABLE_METRICS[k][0] for k in keys) + " |",
              "|" + "---|" * (len(keys) + 2)]
     for name, m in rows.items():
@@ -169,14 +186,22 @@ def _table(rows: dict[str, dict], first: str) -> list[str]:
 
 
 def to_markdown(report: dict) -> str:
-    """The report as Markdown: overall metrics with 95% CIs, then the per-skill and per-mode
-    tables, turns and tokens (sections without data are left out)."""
+    """The report as Markdown: overall metrics with 95% CIs, ThinkGeo's metrics when ThinkGeo tasks were run, then
+    the per-skill and per-mode tables, turns and tokens (sections without data are left out)."""
     what = "scored predictions" if "predictions_loaded" in report else "trajectories"
+    tg = report.get("thinkgeo")
     lines = [f"# EarthRL evaluation: {report['n_tasks']} tasks, {report['n_trajectories']} {what} "
              f"(metrics mode: {report['metrics_mode']})", "",
              "Values are means with bootstrap 95% confidence intervals [low, high]." if _has_intervals(report)
              else "Values are means (no intervals: eval.bootstrap=0).", "",
              *_table({"all": report["metrics"]}, "split")]
+    if tg:
+        lines += ["", "## ThinkGeo's metrics", "",
+                  f"As ThinkGeo's evaluator defines them (Shabbir et al. 2025): Inst., Tool., Arg. step by step against "
+                  f"the reference calls; Ans. over the {tg['tasks'] - tg['image_tasks']} tasks with a textual answer; "
+                  f"Ans_I over all {tg['tasks']}, with the image-generation tasks ({tg['image_tasks']}) scored by "
+                  "the arguments of their image tools.", "",
+                  *_table({"all": report["metrics"], **report["by_skill"]}, "split / skill", THINKGEO_COLUMNS)]
     if report["by_skill"]:
         lines += ["", "## By skill", "", *_table(report["by_skill"], "skill")]
     if report["by_mode"]:

@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 
 from earthrl.rewards.answer_rules import answer_score, exact_similarity
 
-__all__ = ["IMAGE_TOOLS", "answer_score", "exact_similarity", "image_answer_score", "score_thinkgeo",
-           "step_counts", "steps_from_calls"]
+__all__ = ["IMAGE_TOOLS", "answer_score", "episode_scores", "exact_similarity", "image_answer_score",
+           "score_thinkgeo", "step_counts", "steps_from_calls"]
 
 #: ThinkGeo's image-generating tools (their outputs are judged by their arguments).
 IMAGE_TOOLS = ("DrawBox", "AddText", "Plot")
@@ -86,31 +86,49 @@ def steps_from_calls(calls: Sequence[dict], answer=None) -> list[dict]:
     return steps
 
 
+def episode_scores(pred: Sequence[dict], ref: Sequence[dict], gt,
+                   similarity: Callable[[str, str], float] = exact_similarity) -> dict[str, tuple[float, int]]:
+    """One episode's share of ThinkGeo's five numbers, as ``(numerator, denominator)`` pairs.
+
+    Summing each pair over episodes and dividing gives :func:`score_thinkgeo` (the report's
+    bootstrap resamples these pairs over episodes).
+
+    Args:
+        pred, ref: predicted and reference steps (:func:`steps_from_calls`); ``ref`` ends with an
+            ``"answer"`` step when the task has a textual answer.
+        gt: the task's ``gt_answer`` as in ThinkGeoBench.json; None (or empty) for an
+            image-generation task. The predicted answer is the ``content`` of the last predicted
+            step when it is an ``"answer"`` step.
+
+    Returns:
+        ``{"inst", "tool", "arg", "ans", "ans_i"}``: Inst. counts aligned steps over the reference
+        tool steps + 1 when the task has an answer; Tool./Arg. over the reference tool steps;
+        Ans. ``(score, 1)``, or ``(0.0, 0)`` on an image-generation task (not in Ans.); Ans_I
+        ``(score, 1)`` with the image task's score from :func:`image_answer_score`.
+    """
+    c = step_counts(pred, ref)
+    out = {"inst": (c["inst_align"], c["ref_tool_steps"] + bool(gt)), "tool": (c["tool_acc"], c["ref_tool_steps"]),
+           "arg": (c["arg_acc"], c["ref_tool_steps"])}
+    if not gt:
+        return {**out, "ans": (0.0, 0), "ans_i": (image_answer_score(pred, ref, similarity), 1)}
+    last = pred[-1] if pred else {}
+    score = answer_score(last.get("content") if last.get("type") == "answer" else None, gt, similarity)
+    return {**out, "ans": (score, 1), "ans_i": (score, 1)}
+
+
 def score_thinkgeo(episodes, similarity: Callable[[str, str], float] = exact_similarity) -> dict[str, float]:
     """ThinkGeo's five numbers over episodes, as fractions (ThinkGeo prints them ×100).
 
     Args:
         episodes: iterable of ``(pred_steps, ref_steps, gt_answer)``; ``gt_answer`` as in
-            ThinkGeoBench.json (None for image-generation tasks). The predicted answer is the
-            ``content`` of the last predicted step when it is an ``"answer"`` step.
+            ThinkGeoBench.json (None for image-generation tasks); see :func:`episode_scores`.
 
     Returns:
         ``{"inst", "tool", "arg", "ans", "ans_i"}``; NaN where a denominator is 0.
     """
-    inst = tool = arg = inst_den = tool_den = 0
-    ans, n_ans, ans_i, n_all = 0.0, 0, 0.0, 0
+    num = dict.fromkeys(("inst", "tool", "arg", "ans", "ans_i"), 0.0)
+    den = dict.fromkeys(num, 0)
     for pred, ref, gt in episodes:
-        c = step_counts(pred, ref)
-        inst, tool, arg = inst + c["inst_align"], tool + c["tool_acc"], arg + c["arg_acc"]
-        inst_den += c["ref_tool_steps"] + bool(gt)
-        tool_den += c["ref_tool_steps"]
-        n_all += 1
-        if not gt:
-            ans_i += image_answer_score(pred, ref, similarity)
-            continue
-        last = pred[-1] if pred else {}
-        score = answer_score(last.get("content") if last.get("type") == "answer" else None, gt, similarity)
-        ans, ans_i, n_ans = ans + score, ans_i + score, n_ans + 1
-    div = lambda a, b: a / b if b else float("nan")  # noqa: E731
-    return {"inst": div(inst, inst_den), "tool": div(tool, tool_den), "arg": div(arg, tool_den),
-            "ans": div(ans, n_ans), "ans_i": div(ans_i, n_all)}
+        for key, (n, d) in episode_scores(pred, ref, gt, similarity).items():
+            num[key], den[key] = num[key] + n, den[key] + d
+    return {k: num[k] / den[k] if den[k] else float("nan") for k in num}

@@ -24,8 +24,13 @@ def test_eval_on_thinkgeo_in_replay_mode_reports_thinkgeos_metrics(tmp_path, tin
             "tasks=thinkgeo", f"tasks.data={tmp_path / 'tg'}", "env.mode=replay", cwd=tmp_path)
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert (report["n_tasks"], report["n_trajectories"], list(report["by_mode"])) == (3, 3, ["AP"])
-    for name in ("inst", "tool", "arg", "ans", "ans_i"):
-        assert report["metrics"][name]["n"] == 3 and 0.0 <= report["metrics"][name]["value"] <= 1.0, name
+    # ThinkGeo's rules: Ans. leaves the image-generation task (thinkgeo/2) out, Ans_I scores it
+    assert report["thinkgeo"] == {"tasks": 3, "image_tasks": 1}
+    for name, n in (("inst", 3), ("tool", 3), ("arg", 3), ("ans", 2), ("ans_i", 3)):
+        assert report["metrics"][name]["n"] == n and 0.0 <= report["metrics"][name]["value"] <= 1.0, name
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "## ThinkGeo's metrics" in md and "| split / skill | n | Inst. | Tool. | Arg. | Ans. | Ans_I |" in md
+    assert md.count("\n| all | 3 | ") == 2  # the main table and ThinkGeo's
     outputs = {output_text(t["content"]["content"]) for task in FIXTURE.values()
                for t in task["dialogs"] if t["role"] == "tool"}
     lines = [json.loads(line) for line in (tmp_path / "out" / "trajectories.jsonl").read_text().splitlines()]
