@@ -29,7 +29,8 @@ name, which is what the prompt shows.
 
 ``env.mode=replay`` answers a call from the recorded output of a matching reference call
 (:mod:`earthrl.envs.core.replay`). In ``execute`` mode the computational tools of :data:`EXECUTE`
-run on the task's files (:mod:`earthrl.envs.tools.earthagent_rasters`, ``earthagent_numbers``); the
+run on the task's files (:mod:`earthrl.envs.tools.earthagent_rasters`, ``earthagent_numbers``,
+``earthagent_stats``); the
 model tools (:data:`MODEL_TOOLS`) and those not implemented answer a ``replay_only`` error observation
 saying so.
 """
@@ -40,6 +41,7 @@ from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.arg_spec import spec_model
 from earthrl.envs.tools.earthagent_numbers import EXECUTE as NUMBER_TOOLS
 from earthrl.envs.tools.earthagent_rasters import EXECUTE as RASTER_TOOLS
+from earthrl.envs.tools.earthagent_stats import EXECUTE as STATS_TOOLS
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 SURFACE = "earthagent"
@@ -243,7 +245,7 @@ def args_model(tool: str, spec: str) -> type[Args]:
 MODEL_TOOLS = frozenset({"MSCN", "SM3Det", "InstructSAM", "RemoteSAM", "SAM2", "ChangeOS"})
 
 #: tool name -> ``fn(ctx, args) -> ToolResult`` for the tools EarthRL computes in execute mode.
-EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS}
+EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS}
 
 
 def _replay_only(ctx: ToolContext, args) -> ToolResult:

@@ -34,10 +34,12 @@ _BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 
 @dataclass
 class Grid:
-    """Georeferencing of a raster read by path: ``crs`` string (or None) and affine ``transform``."""
+    """Georeferencing of a raster read by path: ``crs`` string (or None), affine ``transform`` and the
+    numpy ``dtype`` name its values are stored in."""
 
     crs: str | None
     transform: object
+    dtype: str = "float32"
 
 
 def last_component(ref: str) -> str:
@@ -87,10 +89,11 @@ def read_bands(ctx: ToolContext, ref: str, field: str) -> tuple[np.ndarray, Grid
     key = artifact_name(ref)
     if key in ctx.registry.artifacts:
         art = ctx.registry.artifacts[key]
-        arr = ctx.registry.array(key).astype(np.float64)
+        raw = ctx.registry.array(key)
+        arr = raw.astype(np.float64)
         if art.nodata is not None and not np.isnan(art.nodata):
             arr[arr == art.nodata] = np.nan
-        return _finite(arr[None]), Grid(art.crs, Affine(*art.transform))
+        return _finite(arr[None]), Grid(art.crs, Affine(*art.transform), str(raw.dtype))
     folder = data_folder(ctx)
     path = folder / last_component(ref)
     if not path.is_file() or path.is_symlink():
@@ -104,7 +107,7 @@ def read_bands(ctx: ToolContext, ref: str, field: str) -> tuple[np.ndarray, Grid
     try:
         with rasterio.open(path) as src:
             arr = src.read(masked=True).astype(np.float64).filled(np.nan)
-            grid = Grid(src.crs.to_string() if src.crs else None, src.transform)
+            grid = Grid(src.crs.to_string() if src.crs else None, src.transform, src.dtypes[0])
     except (RasterioError, OSError) as e:
         raise ToolError("corrupt_file", f"{field}: {path.name} is not a readable raster ({e})") from None
     return _finite(arr), grid

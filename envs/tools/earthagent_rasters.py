@@ -182,19 +182,23 @@ INDICES = {
     "calculate_ndti": ("NDTI", {"R": "input_red_path", "G": "input_green_path"}),
     "calculate_ndsi": ("NDSI", {"G": "input_green_path", "S1": "input_swir_path"}),
 }
-_OUTPUT = {"calculate_ndvi": "output_file"}
+_OUTPUT = {"calculate_ndvi": "output_file", "calculate_ndsi": "output_filename"}
 
 
-def _index(ctx: ToolContext, args) -> ToolResult:
-    """The tool's normalized-difference index (:data:`INDICES`, ``spyndex.computeIndex``) of its two
-    band files, NaN where an input is nodata or both are 0, written to its output path."""
+def normalized_difference(ctx: ToolContext, index: str, bands: dict[str, tuple[str, object]]):
+    """spyndex's ``index`` (a normalized difference of two bands) of band files ``bands`` (spyndex band
+    symbol -> (argument name, path)), NaN where an input is nodata or both are 0.
+
+    Returns:
+        ``(float64 array, grid of the first file, [paths read])``.
+
+    Raises:
+        ToolError: ``schema_error`` when a path is not one string; ``tool_error`` when the files differ in size.
+    """
     import spyndex
 
-    tool = ctx.call["name"]
-    index, bands = INDICES[tool]
     params, grid, paths = {}, None, []
-    for sym, field in bands.items():
-        path = getattr(args, field, None)
+    for sym, (field, path) in bands.items():
         if not isinstance(path, str):
             raise ToolError("schema_error", f"{field}: give one band file path (this tool computes one image "
                                             "per call)")
@@ -202,10 +206,20 @@ def _index(ctx: ToolContext, args) -> ToolResult:
         grid, paths = grid or g, paths + [path]
     shapes = {a.shape for a in params.values()}
     if len(shapes) > 1:
-        raise ToolError("tool_error", f"{', '.join(bands.values())}: the band files differ in size {sorted(shapes)}")
+        fields = ", ".join(f for f, _ in bands.values())
+        raise ToolError("tool_error", f"{fields}: the band files differ in size {sorted(shapes)}")
     with np.errstate(all="ignore"):
         arr = np.asarray(spyndex.computeIndex(index, params=params), dtype=np.float64)
     arr[~np.isfinite(arr)] = np.nan
+    return arr, grid, paths
+
+
+def _index(ctx: ToolContext, args) -> ToolResult:
+    """The tool's normalized-difference index (:data:`INDICES`, :func:`normalized_difference`) of its two
+    band files, written to its output path."""
+    tool = ctx.call["name"]
+    index, bands = INDICES[tool]
+    arr, grid, paths = normalized_difference(ctx, index, {s: (f, getattr(args, f, None)) for s, f in bands.items()})
     return written(ctx, getattr(args, _OUTPUT.get(tool, "output_path")), arr, grid, paths, "index")
 
 
