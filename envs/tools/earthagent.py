@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.arg_spec import spec_model
+from earthrl.envs.tools.earthagent_geometry import EXECUTE as GEOMETRY_TOOLS
 from earthrl.envs.tools.earthagent_numbers import EXECUTE as NUMBER_TOOLS
 from earthrl.envs.tools.earthagent_rasters import EXECUTE as RASTER_TOOLS
 from earthrl.envs.tools.earthagent_stats import EXECUTE as STATS_TOOLS
@@ -206,7 +207,8 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
                              "y:list, x:list, file_list:list"),
     "mann_kendall_test": ("trend", "number", "Mann-Kendall trend test of a series.", f"x:list, {_TURBIDITY}"),
     "sens_slope": ("trend", "number", "Sen's slope of a series.", "x:list!"),
-    "count_spikes_from_values": ("trend", "number", "Count spikes of a series.", "values:list!"),
+    "count_spikes_from_values": ("trend", "number", "Count spikes of a series.",
+                                 "values:list!, spike_threshold:num=0.1"),
     "index_to_date_range": ("trend", "metadata", "Date range of a series from a start index.",
                             "dates:list!, start_index:int!"),
     # list arithmetic and statistics (Statistics server)
@@ -245,7 +247,7 @@ def args_model(tool: str, spec: str) -> type[Args]:
 MODEL_TOOLS = frozenset({"MSCN", "SM3Det", "InstructSAM", "RemoteSAM", "SAM2", "ChangeOS"})
 
 #: tool name -> ``fn(ctx, args) -> ToolResult`` for the tools EarthRL computes in execute mode.
-EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS}
+EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS, **GEOMETRY_TOOLS}
 
 
 def _replay_only(ctx: ToolContext, args) -> ToolResult:
