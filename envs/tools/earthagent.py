@@ -43,6 +43,7 @@ from earthrl.envs.tools.earthagent_geometry import EXECUTE as GEOMETRY_TOOLS
 from earthrl.envs.tools.earthagent_numbers import EXECUTE as NUMBER_TOOLS
 from earthrl.envs.tools.earthagent_rasters import EXECUTE as RASTER_TOOLS
 from earthrl.envs.tools.earthagent_stats import EXECUTE as STATS_TOOLS
+from earthrl.envs.tools.earthagent_thermal import EXECUTE as THERMAL_TOOLS
 from earthrl.envs.tools.registry import Args, ToolContext, ToolResult, register_tool
 
 SURFACE = "earthagent"
@@ -130,7 +131,7 @@ SPECS: dict[str, tuple[str, str, str, str]] = {
     "ATI": ("thermal", "raster", "Apparent thermal inertia from day/night temperature and albedo.",
             "day_temp_path:path!, night_temp_path:path!, albedo_path:path!, output_path:path!"),
     "compute_tvdi": ("thermal", "raster", "TVDI drought index from NDVI and LST files.",
-                     "ndvi_path:path!, lst_path:path!, output_path:path!"),
+                     "ndvi_path:path!, lst_path:path!, output_path:path!, edges:str='earth_agent'"),
     "calculate_max_lst_by_ndvi": ("thermal", "number", "Maximum LST over pixels selected by an NDVI threshold.",
                                   "red_path:str!, nir_path:str!, lst_path:str!, ndvi_threshold:num!, mode:str!"),
     "calculate_mean_lst_by_ndvi": ("thermal", "number", "Mean LST over pixels selected by an NDVI threshold.",
@@ -247,7 +248,7 @@ def args_model(tool: str, spec: str) -> type[Args]:
 MODEL_TOOLS = frozenset({"MSCN", "SM3Det", "InstructSAM", "RemoteSAM", "SAM2", "ChangeOS"})
 
 #: tool name -> ``fn(ctx, args) -> ToolResult`` for the tools EarthRL computes in execute mode.
-EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS, **GEOMETRY_TOOLS}
+EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS, **GEOMETRY_TOOLS, **THERMAL_TOOLS}
 
 
 def _replay_only(ctx: ToolContext, args) -> ToolResult:

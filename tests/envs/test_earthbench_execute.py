@@ -159,7 +159,8 @@ def test_model_tools_say_they_are_replay_only(env):
     assert r.error and r.error_kind == "replay_only"
     assert "detection/classification model" in r.observation and "env.mode=replay" in r.observation
     assert MODEL_TOOLS <= set(SPECS) and not MODEL_TOOLS & set(EXECUTE)
-    r = step(env, "compute_tvdi", ndvi_path=f"{D}/LST_2019.tif", lst_path=f"{D}/LST_2020.tif", output_path="t.tif")
+    r = step(env, "calculate_batch_ndsi", green_file_list=[f"{D}/LST_2019.tif"], swir_file_list=[f"{D}/LST_2020.tif"],
+             output_path_list=["n.tif"])
     assert r.error and r.error_kind == "replay_only" and "not computed by EarthRL in execute mode" in r.observation
 
 
