@@ -30,9 +30,8 @@ name, which is what the prompt shows.
 ``env.mode=replay`` answers a call from the recorded output of a matching reference call
 (:mod:`earthrl.envs.core.replay`). In ``execute`` mode the computational tools of :data:`EXECUTE`
 run on the task's files (:mod:`earthrl.envs.tools.earthagent_rasters`, ``earthagent_numbers``,
-``earthagent_stats``); the
-model tools (:data:`MODEL_TOOLS`) and those not implemented answer a ``replay_only`` error observation
-saying so.
+``earthagent_stats``, ``earthagent_geometry``, ``earthagent_thermal``): every tool but the model tools
+(:data:`MODEL_TOOLS`), which answer a ``replay_only`` error observation saying so.
 """
 
 from __future__ import annotations
@@ -252,16 +251,13 @@ EXECUTE = {**RASTER_TOOLS, **NUMBER_TOOLS, **STATS_TOOLS, **GEOMETRY_TOOLS, **TH
 
 
 def _replay_only(ctx: ToolContext, args) -> ToolResult:
-    """An Earth-Agent tool EarthRL does not compute: a ``replay_only`` error observation saying why
-    (a model EarthRL does not run, or a tool not implemented in execute mode).
+    """A model tool (:data:`MODEL_TOOLS`) in execute mode: a ``replay_only`` error observation saying why.
 
     Raises:
         ToolError: always (kind ``replay_only``).
     """
-    name = ctx.call.get("name")
-    why = ("runs a detection/classification model that EarthRL does not run" if name in MODEL_TOOLS
-           else "is not computed by EarthRL in execute mode")
-    raise ToolError("replay_only", f"{name} {why}; its results exist only as Earth-Bench's recorded outputs "
+    raise ToolError("replay_only", f"{ctx.call.get('name')} runs a detection/classification model that EarthRL "
+                                   "does not run; its results exist only as Earth-Bench's recorded outputs "
                                    "(env.mode=replay)")
 
 
@@ -270,6 +266,8 @@ def _register_all() -> None:
         family, domain, skills = _KINDS[kind]
         register_tool(name, args=args_model(name, spec), description=description, domain=domain, family=family,
                       skills=skills, output_kind=output_kind, surface=SURFACE)(EXECUTE.get(name, _replay_only))
+    if missing := set(SPECS) - set(EXECUTE) - MODEL_TOOLS:  # a new tool must say how it runs
+        raise RuntimeError(f"Earth-Agent tools with neither an execute function nor a model: {sorted(missing)}")
 
 
 _register_all()

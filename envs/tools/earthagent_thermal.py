@@ -35,6 +35,7 @@ from earthrl.envs.data.artifacts import ToolError
 from earthrl.envs.tools.earthagent_files import Grid, artifact_name, read, write
 from earthrl.envs.tools.earthagent_rasters import result
 from earthrl.envs.tools.registry import ToolContext, ToolResult
+from earthrl.envs.tools.tvdi_core import DEFAULTS, tvdi_edges, tvdi_index, tvdi_valid
 
 EXECUTE: dict[str, Callable[[ToolContext, object], ToolResult]] = {}
 
@@ -514,8 +515,6 @@ def _tvdi(edges: str):
         ndvi, lst = arrs["ndvi_path"], arrs["lst_path"]
         if edges == "earth_agent":
             return earth_agent_tvdi(ndvi, lst), grid
-        from earthrl.envs.tools.tvdi_core import DEFAULTS, tvdi_edges, tvdi_index, tvdi_valid
-
         conv = {k: v for k, v in DEFAULTS.items() if k != "min_valid_share"}
         e = tvdi_edges(ndvi, lst, **conv)
         ok = np.isfinite(ndvi) & np.isfinite(lst) & tvdi_valid(
