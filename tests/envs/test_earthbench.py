@@ -59,6 +59,10 @@ def test_phrasings_choices_and_data(eb, tasks):
     assert tasks["earthbench/200"].question["IF"].startswith(ev[1]["question"].strip())
     assert tasks["earthbench/200"].question["AP"].startswith(ev[0]["question"].strip())
     assert tasks["earthbench/173"].data == ["question173/Reykholt_B10_2024-01-18.tif"]
+    raw209 = [e.get("data") for e in json.loads((eb / "question.json").read_text())["209"]["evaluation"]]
+    assert "benchmark/data/question209  " in raw209  # the file's path ends in two spaces; the folder does not
+    assert tasks["earthbench/209"].data == ["question209"]
+    assert all(d == d.strip() for t in tasks.values() for d in t.data)
     kinds = {tid: t.answer.kind for tid, t in tasks.items() if t.answer.kind != "choice"}
     assert kinds == {"earthbench/163": "numeric", "earthbench/173": "numeric"}
     assert tasks["earthbench/163"].answer.value == 0.408 and tasks["earthbench/163"].answer.tolerance == 0.0005
