@@ -28,6 +28,8 @@ the tool gave (:class:`RecordedCall`); recording sources are registered by task 
    ``output_filename``, ``save_name``, ``output_path_list`` … — :data:`~earthrl.envs.core.mock.OUTPUT_FIELDS`)
    are not compared. The files are registered under the names the call gave; a later call may
    name them by those names or by the recorded ones.
+8. *Tool names*: one function served under two names (:data:`TOOL_ALIASES`: Earth-Agent's MCP base server
+   serves ``get_filelist`` as ``mcp-base_get_filelist``, and Earth-Bench's references use both) is one tool.
 
 A call matches the first unused recorded call with an equal key; once every such call was used,
 the last one answers again (a repeated call of a deterministic tool returns the same output).
@@ -165,9 +167,14 @@ def validated(tool: Tool | None, arguments: dict) -> dict:
         return dict(arguments)
 
 
+TOOL_ALIASES = {"mcp-base_get_filelist": "get_filelist"}
+"""Rule 8: tool name -> the name of the same function that a recording may use instead."""
+
+
 def call_key(tool: Tool | None, name: str, arguments: dict, aliases: dict[str, str] | None = None) -> str:
-    """The match key of a call (rules 1-7): the tool name and its compared arguments, as canonical
-    JSON. ``arguments`` are validated ones (:func:`validated`)."""
+    """The match key of a call (rules 1-8): the tool name (:data:`TOOL_ALIASES` resolved) and its compared
+    arguments, as canonical JSON. ``arguments`` are validated ones (:func:`validated`)."""
+    name = TOOL_ALIASES.get(name, name)
     defaults = {}
     if tool is not None:
         defaults = {k: f.default for k, f in tool.args_model.model_fields.items() if not f.is_required()}

@@ -106,6 +106,14 @@ def test_a_recorded_call_returns_its_recorded_output_and_registers_its_files(env
     assert r.done and answer_correct(r.answer, TASK.answer.model_dump())
 
 
+def test_the_mcp_base_name_of_get_filelist_matches_the_recorded_get_filelist(env):
+    """Rule 8: the recording calls get_filelist; the same function under its MCP server's name matches it."""
+    r = _step(env, "mcp-base_get_filelist", dir_path="question7")
+    assert not r.error and json.loads(r.observation) == ["B5.tif", "B6.tif"]
+    assert {"B5", "B6"} <= set(env.registry.artifacts)
+    assert _step(env, "mcp-base_get_filelist", dir_path="question8").error_kind == "off_record"  # another folder
+
+
 @pytest.mark.parametrize(("rule", "override"), [
     ("argument order", {}),
     ("paths: data-folder relative", {"input_nir_path": "question7/B5.tif"}),
