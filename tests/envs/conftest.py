@@ -90,3 +90,22 @@ def call(env, tool: str, **arguments):
 @pytest.fixture
 def run():
     return call
+
+
+@pytest.fixture
+def eb_folder(tmp_path) -> Path:
+    """An Earth-Bench task's data folder (``<tasks.data>/data/question1``), empty: tests write their rasters there."""
+    f = tmp_path / "data" / "question1"
+    f.mkdir(parents=True)
+    return f
+
+
+def execute_env(root: Path, task):
+    """An execute-mode env on Earth-Agent's toolset with ``task`` reset (IF phrasing), closed at the end: use as
+    ``yield from execute_env(tmp_path, TASK)`` inside a fixture."""
+    from earthrl.envs.core.env import RSEnv
+
+    e = RSEnv(root, root / "ws", mode="execute", toolset="earthbench")
+    e.reset(task, "IF")
+    yield e
+    e.close()

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from earthrl.envs.core.env import RSEnv
+from tests.envs.conftest import execute_env
 from tests.envs.test_earthbench_execute import TASK, step, value
 from tests.paths import EARTHBENCH as EB
 from tests.paths import EARTHBENCH_MISSING
@@ -40,19 +40,13 @@ def write_mask(folder, name: str, arr) -> None:
 
 
 @pytest.fixture()
-def folder(tmp_path):
-    """The task's data folder (``<tasks.data>/data/question1``), empty."""
-    f = tmp_path / "data" / "question1"
-    f.mkdir(parents=True)
-    return f
+def folder(eb_folder):
+    return eb_folder
 
 
 @pytest.fixture()
 def env(tmp_path, folder):
-    e = RSEnv(tmp_path, tmp_path / "ws", mode="execute", toolset="earthbench")
-    e.reset(TASK, "IF")
-    yield e
-    e.close()
+    yield from execute_env(tmp_path, TASK)
 
 
 def test_boxes_give_their_centroids_distances_and_areas(env):

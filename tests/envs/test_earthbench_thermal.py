@@ -15,6 +15,7 @@ import pytest
 from earthrl.envs.core.env import RSEnv
 from earthrl.envs.core.tasks import AnswerSpec, TaskSpec
 from earthrl.envs.tools.earthagent_thermal import EXECUTE as THERMAL
+from tests.envs.conftest import execute_env
 from tests.paths import EARTHBENCH as EB
 from tests.paths import EARTHBENCH_MISSING
 
@@ -41,18 +42,13 @@ def tif(folder, name, rows, nodata=-9999.0):
 
 
 @pytest.fixture()
-def folder(tmp_path):
-    f = tmp_path / "data" / "question1"
-    f.mkdir(parents=True)
-    return f
+def folder(eb_folder):
+    return eb_folder
 
 
 @pytest.fixture()
 def env(tmp_path, folder):
-    e = RSEnv(tmp_path, tmp_path / "ws", mode="execute", toolset="earthbench")
-    e.reset(task(), "IF")
-    yield e
-    e.close()
+    yield from execute_env(tmp_path, task())
 
 
 def step(env, name, **arguments):
