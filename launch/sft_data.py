@@ -70,7 +70,12 @@ def build_records(source: str, cfg: DictConfig, tasks: list[dict], *, seed: int 
         raise ConfigError(f"source {source} with env.action_format={cfg.env.action_format}: its records hold json "
                           "calls; use env=json (--format json)")
     root = data_root(cfg)
-    ws = Path(tempfile.mkdtemp(prefix="earthrl-sft-data-"))
+    with tempfile.TemporaryDirectory(prefix="earthrl-sft-data-") as ws:  # the episodes' workspaces, removed after
+        return _build_in(Path(ws), source, cfg, tasks, root, seed, phrasing, teacher, user_mode, on_reject)
+
+
+def _build_in(ws: Path, source, cfg, tasks, root, seed, phrasing, teacher, user_mode, on_reject):
+    """:func:`build_records` for the sources that play episodes in an env, its workspaces under ``ws``."""
     if source == "simcraft":
         return _simcraft(cfg, tasks, root, ws, teacher, user_mode, on_reject)
     if source == "teacher" and (teacher or {}).get("engine") in ("hf", "vllm"):

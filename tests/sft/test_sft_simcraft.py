@@ -5,6 +5,7 @@ reason; corpus metrics against hand-computed PSR/TSA/AEM; three SFT steps on the
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 from transformers import AutoTokenizer
@@ -159,10 +160,13 @@ def test_corpus_metrics_on_three_hand_made_records():
     assert res["novice"]["metrics"]["psr"]["value"] == 1.0 and res["expert"]["metrics"]["psr"]["value"] == 0.5
 
 
-def test_cli_writes_the_corpus_its_rejections_and_scores_it(tmp_path, capsys):
-    out = tmp_path / "sc.jsonl"
+def test_cli_writes_the_corpus_its_rejections_and_scores_it(tmp_path, capsys, monkeypatch):
+    out, scratch = tmp_path / "sc.jsonl", tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the build's episode workspaces go
     assert sft_data_main(["build", "--source", "simcraft", "--mode", "novice", "--max-tasks", "2", "--out",
                           str(out)]) == 0
+    assert list(scratch.iterdir()) == []  # the workspaces are removed, the folder with them
     assert [r.user_mode for r in read_jsonl(out)] == ["novice", "novice"]
     rej = json.loads((tmp_path / "sc.rejections.json").read_text())
     assert (rej["candidates"], rej["kept"], sum(rej["rejected"].values())) == (2, 2, 0)
