@@ -225,6 +225,22 @@ def model_path(cfg: DictConfig) -> Path:
     return path
 
 
+def teacher_path(cfg: DictConfig, teacher: dict) -> Path:
+    """The folder of an engine teacher (``hf`` / ``vllm``): ``teacher["path"]``, or the config's model
+    (:func:`model_path`) when it is unset.
+
+    Raises:
+        ConfigError: no ``config.json`` in ``teacher["path"]`` (names ``sft.data.teacher.path`` and the export command).
+    """
+    if not teacher.get("path"):
+        return model_path(cfg)
+    path = Path(teacher["path"])
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"sft.data.teacher.path={path} has no config.json: point it at a Hugging Face model folder, "
+                          "or merge a checkpoint into one with `earthrl export CHECKPOINT OUT`")
+    return path
+
+
 def data_root(cfg: DictConfig) -> Path:
     """The fetched data folder of ``tasks.data`` (it may be absent when the user catalogue,
     ``earthrl catalog add``, holds the scenes).

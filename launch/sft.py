@@ -50,6 +50,7 @@ from earthrl.launch.job_inputs import (
     load_tasks,
     model_path,
     start_run_folder,
+    teacher_path,
 )
 from earthrl.launch.sft_data import build_records
 from earthrl.launch.sft_deepspeed import DeepSpeedJob
@@ -139,6 +140,8 @@ class SFTRecipe:
             raise ConfigError("sft.data.source=teacher_loop with sft.data.teacher.engine=openai needs "
                               "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
                               "being trained)")
+        if cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine in ("hf", "vllm"):
+            teacher_path(cfg, OmegaConf.to_container(loop_teacher))  # a teacher folder that is not one stops here
         if cfg.sft.craft.enabled:
             check_sops(to_settings(cfg.env).sops, needed_by="sft.craft.enabled=true")
         model = model_path(cfg)
@@ -199,7 +202,7 @@ class SFTRecipe:
             write_jsonl(held, cache.with_name(cache.stem + ".heldout.jsonl"))
         else:
             teacher = None
-            if source == LOOP:  # the teacher: the model being trained (hf, vllm) or an endpoint (openai)
+            if source == LOOP:  # the teacher: sft.data.teacher.path or the model being trained (hf, vllm), or an endpoint
                 teacher = {**OmegaConf.to_container(data.teacher), "seed": int(data.seed),
                            "api_key": os.environ.get("OPENAI_API_KEY")}
             recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing),

