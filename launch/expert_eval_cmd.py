@@ -48,10 +48,13 @@ def load_items(path: Path) -> list:
         recs = read_jsonl(path)
     except ValueError as exc:
         raise ConfigError(f"--items {exc}") from None
+    if not recs:
+        raise ConfigError(f"--items {path}: no held-out item (too few tasks to hold out a group: build the data over "
+                          "more tasks, e.g. sft.data.max_tasks=null)")
     bad = [r.task_id for r in recs if (r.answer or {}).get("kind") not in ("mcq", "order")]
-    if bad or not recs:
-        raise ConfigError(f"--items {path}: {len(bad)} record(s) without an MCQ/ordering answer (e.g. {bad[:1]}) or "
-                          "none at all; give the .heldout.jsonl file of the Expert-tuning data")
+    if bad:
+        raise ConfigError(f"--items {path}: {len(bad)} record(s) without an MCQ/ordering answer (first: {bad[0]}); "
+                          "give the .heldout.jsonl file of the Expert-tuning data")
     return recs
 
 

@@ -24,7 +24,9 @@ def one_line(exc: Exception) -> str:
         stop = next((i for i, line in enumerate(lines) if line.startswith("Config search path")), len(lines))
         return f"{head}; choose one of: {', '.join(lines[start + 1:stop])}"
     if type(exc).__name__ == "OverrideParseException":
-        return (f"{head}: write key=value, and quote a value that holds '=', ',' or spaces (a run folder of a sweep: "
+        tilde = (" ('~' is not expanded inside an override: write the home folder out, e.g. "
+                 "key=$HOME/path)") if "~" in str(exc) else ""
+        return (f"{head}: write key=value{tilde}, and quote a value that holds '=', ',' or spaces (a run folder of a sweep: "
                 f"\"eval.checkpoint='runs/a=1,b=2/checkpoints/step_000003'\"; Hydra override grammar: "
                 "https://hydra.cc/docs/advanced/override_grammar/basic/)")
     hint = next((re.sub(r"^\d+\.\s*", "", line) for line in lines[1:]

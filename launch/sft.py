@@ -68,6 +68,7 @@ from earthrl.rollout.sft_data import read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_planner import spread
+from earthrl.rollout.sft_teacher import EndpointError
 from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
 
@@ -140,6 +141,10 @@ class SFTRecipe:
             raise ConfigError("sft.data.source=teacher_loop with sft.data.teacher.engine=openai needs "
                               "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
                               "being trained)")
+        if loop_teacher.path and (cfg.sft.data.source != LOOP or loop_teacher.engine == "openai"):
+            raise ConfigError(f"sft.data.teacher.path={loop_teacher.path} is the folder of an hf or vllm teacher of "
+                              f"sft.data.source=teacher_loop, not of source={cfg.sft.data.source} with engine "
+                              f"{loop_teacher.engine}: set those, or drop sft.data.teacher.path")
         if cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine in ("hf", "vllm"):
             teacher_path(cfg, OmegaConf.to_container(loop_teacher))  # a teacher folder that is not one stops here
         if cfg.sft.craft.enabled:
@@ -200,13 +205,20 @@ class SFTRecipe:
         if source == EXPERT:  # plain chat items, no environment; the held-out 20% beside them for the MCQ/ordering eval
             recs, held, counts = build_expert(tasks, seed=int(data.seed))
             write_jsonl(held, cache.with_name(cache.stem + ".heldout.jsonl"))
+            if not held:
+                print(f"sft data: no held-out Expert-tuning item from {len(tasks)} train tasks (20% of too few groups); "
+                      "`earthrl expert-eval` needs more: sft.data.max_tasks=null", flush=True)
         else:
             teacher = None
             if source == LOOP:  # the teacher: sft.data.teacher.path or the model being trained (hf, vllm), or an endpoint
                 teacher = {**OmegaConf.to_container(data.teacher), "seed": int(data.seed),
                            "api_key": os.environ.get("OPENAI_API_KEY")}
-            recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing),
-                                         teacher=teacher)
+            try:
+                recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing),
+                                             teacher=teacher)
+            except EndpointError as exc:  # a teacher endpoint down or refusing: one line, as a bad setting is
+                raise ConfigError(f"sft.data.teacher.base_url: {exc}; start the endpoint (e.g. `earthrl serve`) or "
+                                  "fix the URL") from None
             if source == LOOP:  # what became of every task, beside the data
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.with_name(cache.stem + ".counts.json").write_text(json.dumps(counts, indent=1) + "\n")

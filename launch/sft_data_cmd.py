@@ -31,6 +31,7 @@ metrics of a corpus (:mod:`earthrl.rewards.metrics.corpus`).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -61,6 +62,17 @@ def compose_for(action_format: str, overrides: list[str]) -> DictConfig:
         return compose_job("sft", [f"env={action_format}", *overrides])
 
 
+def _positive(text: str) -> int:
+    """``--max-tasks``: a whole number of tasks, 1 or more (argparse type)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text}: give a number of tasks, 1 or more (leave it out for every task)")
+    return n
+
+
 def main(argv: list[str]) -> int:
     """Entry point of ``earthrl sft-data``; returns the exit status (2 on a usage error)."""
     p = OneLineParser(prog="earthrl sft-data", description=__doc__.split("\n\n")[0])
@@ -71,7 +83,7 @@ def main(argv: list[str]) -> int:
     b.add_argument("--out", type=Path, required=True, help="output JSONL")
     b.add_argument("--tasks", default="earthrl-mini-core", help="suite or task file (its train split)")
     b.add_argument("--split", default="train", choices=("train", "test"))
-    b.add_argument("--max-tasks", type=int, default=None, help="first N tasks of the split")
+    b.add_argument("--max-tasks", type=_positive, default=None, help="first N tasks of the split (1 or more)")
     b.add_argument("--phrasing", default="IF", choices=("IF", "AP", "OW"))
     b.add_argument("--seed", type=int, default=0, help="failure-aware: which fault each task gets; expert_tuning: split and shuffles")
     b.add_argument("--engine", choices=(*TEACHER_ENGINES, "scripted"), default=None,

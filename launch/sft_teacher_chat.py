@@ -44,6 +44,7 @@ def teacher_chat(cfg: DictConfig, teacher: dict) -> tuple[Chat, Callable[[], Non
     from earthrl.rollout.engines import ENGINE_OPTIONS  # lazy: the engines' registry loads torch
 
     path = str(teacher_path(cfg, teacher))
+    print(f"teacher: {engine} engine, model {path}", flush=True)
     tokenizer = AutoTokenizer.from_pretrained(path)
     eos, codec_eos = tokenizer.eos_token_id, ChatCodec(tokenizer).eos_id
     stop_ids = [codec_eos] + ([eos] if eos is not None and eos != codec_eos else [])

@@ -90,6 +90,9 @@ def test_bad_eval_inputs_are_one_line(tmp_path):
                    check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "quote a value that holds '=', ',' or spaces" in proc.stderr
+    proc = earthrl("eval", "eval.checkpoint=~/runs/x/checkpoints/step_000001", cwd=tmp_path, check=False)  # quoted ~
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "('~' is not expanded inside an override: write the home folder out, e.g. key=$HOME/path)" in proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -125,3 +125,23 @@ def test_a_few_tiny_model_steps_lower_the_loss_of_expert_records(tiny_model):
     before, losses, after = three_steps(tiny_model, examples, lora, 2)
     assert losses[0] == pytest.approx(before, rel=1e-4)
     assert after < before - 0.1, (before, losses, after)
+
+
+def test_expert_eval_items_that_are_empty_or_not_items_are_one_line(tmp_path):
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.expert_eval_cmd import load_items
+    from earthrl.rollout.sft_data import SFTTrajectory, write_jsonl
+
+    empty = tmp_path / "e.heldout.jsonl"
+    write_jsonl([], empty)
+    with pytest.raises(ConfigError) as err:
+        load_items(empty)
+    assert str(err.value) == (f"--items {empty}: no held-out item (too few tasks to hold out a group: build the data "
+                              "over more tasks, e.g. sft.data.max_tasks=null)")
+    plain = tmp_path / "p.jsonl"
+    write_jsonl([SFTTrajectory(task_id="t1", source="oracle", action_format="json", phrasing="IF", system="s",
+                               user="u")], plain)
+    with pytest.raises(ConfigError) as err:
+        load_items(plain)
+    assert str(err.value) == (f"--items {plain}: 1 record(s) without an MCQ/ordering answer (first: t1); give the "
+                              ".heldout.jsonl file of the Expert-tuning data")

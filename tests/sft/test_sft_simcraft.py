@@ -174,6 +174,11 @@ def test_cli_writes_the_corpus_its_rejections_and_scores_it(tmp_path, capsys, mo
     assert json.loads((tmp_path / "s.json").read_text())["all"]["metrics"]["psr"]["value"] == 1.0
     assert sft_data_main(["build", "--source", "simcraft", "--engine", "hf", "--out", str(out)]) == 2
     assert "use scripted or openai" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        sft_data_main(["build", "--source", "simcraft", "--max-tasks", "0", "--out", str(tmp_path / "z.jsonl")])
+    assert usage.value.code == 2
+    assert ("argument --max-tasks: 0: give a number of tasks, 1 or more (leave it out for every task)"
+            in capsys.readouterr().err) and not (tmp_path / "z.jsonl").exists()
 
 
 @pytest.mark.long  # ~40 s on 2 cores: three forward/backward passes over 3 episodes with full tool schemas

