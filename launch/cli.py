@@ -36,6 +36,9 @@ def _hydra(command: str, argv: list[str]) -> None:
     from earthrl.launch.hydra_app import HYDRA_MAINS  # lazy: hydra at import; CLI startup stays fast
     from earthrl.launch.overrides import check_overrides  # lazy: hydra at import; CLI startup stays fast
 
+    shown = [a for a in argv if a in ("--cfg", "-c") or a.startswith("--cfg=")]
+    if shown and any(a in ("-m", "--multirun") for a in argv):  # Hydra answers this pair with a traceback
+        _fail(f"{shown[0]} prints one job's config: drop -m and give one value per key (one combination of the sweep)")
     try:
         check_overrides(argv, config_name=command)
     except ConfigError as exc:

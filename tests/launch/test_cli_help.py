@@ -22,3 +22,13 @@ def test_help_opens_with_earthrls_usage(command, capsys, monkeypatch):
     if command in HYDRA:  # EarthRL's lines come before Hydra's listing, never "… is powered by Hydra"
         assert "powered by Hydra" not in out
         assert out.index("Example: earthrl " + command) < out.index("== Configuration groups ==")
+
+
+@pytest.mark.parametrize("flag", ["--cfg", "-c"])
+def test_cfg_with_a_sweep_is_one_line(flag, capsys):
+    # Hydra answers --cfg with --multirun by a traceback; the CLI names the pair and the fix first
+    with pytest.raises(SystemExit) as stop:
+        main(["eval", "-m", "eval.max_tasks=1,2", flag, "job"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (f"earthrl: error: {flag} prints one job's config: drop -m and give one value "
+                                       "per key (one combination of the sweep)\n")
