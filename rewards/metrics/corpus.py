@@ -61,6 +61,10 @@ def episode_of(rec: SFTTrajectory) -> EpisodeRecord:
                          plan=plan_of(acts[0].action) if acts else None)
 
 
+NOT_EPISODES = {"planner": "one per context of the planner-executor loop", "expert_tuning": "question-answer items"}
+"""Record sources whose records are not whole episodes, so no tool-sequence metric applies to them."""
+
+
 def score_corpus(records: Sequence[SFTTrajectory], tasks: Sequence[dict], *, n_resamples: int = 1000,
                  seed: int = 0) -> dict[str, dict]:
     """:data:`CORPUS_METRICS` of ``records`` against the reference calls of ``tasks`` (TaskSpec dicts).
@@ -70,8 +74,16 @@ def score_corpus(records: Sequence[SFTTrajectory], tasks: Sequence[dict], *, n_r
         the tasks the records cover; the per-mode entries only when the corpus holds more than one mode.
 
     Raises:
-        ValueError: a record of a task that ``tasks`` lacks (names it), or of another action format.
+        ValueError: no record; a record that is no episode (``planner``: one record per loop context,
+            ``expert_tuning``: chat items); a record of a task that ``tasks`` lacks (names it), or of another
+            action format.
     """
+    if not records:
+        raise ValueError("the corpus holds no record: build one with `earthrl sft-data build`")
+    not_episodes = sorted({r.source for r in records} & set(NOT_EPISODES))
+    if not_episodes:
+        raise ValueError(f"{not_episodes[0]} records are {NOT_EPISODES[not_episodes[0]]}, not episodes: score a corpus "
+                         "of whole episodes (simcraft, oracle, failure, teacher, teacher_loop)")
     refs = references_of(tasks)
     unknown = sorted({r.task_id for r in records} - set(refs))
     if unknown:

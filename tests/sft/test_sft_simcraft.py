@@ -158,6 +158,13 @@ def test_corpus_metrics_on_three_hand_made_records():
     assert m["hal_rate"] == pytest.approx(1 / 7) and m["fmt_err"] == pytest.approx(1 / 11)
     assert (m["plan_psr"], res["all"]["metrics"]["plan_psr"]["n"]) == (1.0, 1)  # only A states a plan
     assert res["novice"]["metrics"]["psr"]["value"] == 1.0 and res["expert"]["metrics"]["psr"]["value"] == 0.5
+    # records that are no episode, and no record at all, are refused rather than scored 0 or nan
+    planner = _rec("A", "expert", [(n, x, None) for n, x in ref["A"]])
+    planner.source = "planner"
+    with pytest.raises(ValueError, match=r"^planner records are one per context of the planner-executor loop, not "):
+        score_corpus([a, planner], tasks, n_resamples=0)
+    with pytest.raises(ValueError, match=r"^the corpus holds no record"):
+        score_corpus([], tasks, n_resamples=0)
 
 
 def test_cli_writes_the_corpus_its_rejections_and_scores_it(tmp_path, capsys, monkeypatch):
