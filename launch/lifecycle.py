@@ -255,7 +255,7 @@ class RunLifecycle:
             self.signum, self.first_at = signum, time.monotonic()
         again = "Ctrl-C again" if signum == signal.SIGINT else "send it again"
         os.write(2, (f"\nearthrl {self.command}: {signal.Signals(signum).name} received, stopping (finishing the "
-                     f"checkpoint being written, stopping Ray); {again} to exit at once\n").encode())
+                     f"checkpoint being written, stopping the processes it started); {again} to exit at once\n").encode())
 
     def _watch(self) -> None:
         """Watchdog thread: counts signals from the wakeup socket, forces the exit on a second signal or when
