@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from earthrl.envs.formats.parsers import ActionError, extract_call
 from earthrl.rewards.episode import ANSWER_TOOL, EpisodeRecord
 from earthrl.rewards.metrics.compute import breakdown, compute_all, references_of
-from earthrl.rollout.sft_data import CLARIFY_ROLE, SFTTrajectory
+from earthrl.rollout.sft_data import CLARIFY_ROLE, SOURCES, SFTTrajectory
 
 CORPUS_METRICS = ("psr", "tsa", "aem", "plan_psr", "plan_tsa", "hal_rate", "fmt_err")
 """The metrics :func:`score_corpus` reports (SimCRAFT §4.3; ``plan_*`` where the records hold a plan)."""
@@ -82,8 +82,9 @@ def score_corpus(records: Sequence[SFTTrajectory], tasks: Sequence[dict], *, n_r
         raise ValueError("the corpus holds no record: build one with `earthrl sft-data build`")
     not_episodes = sorted({r.source for r in records} & set(NOT_EPISODES))
     if not_episodes:
+        episodes = ", ".join(s for s in SOURCES if s not in NOT_EPISODES)
         raise ValueError(f"{not_episodes[0]} records are {NOT_EPISODES[not_episodes[0]]}, not episodes: score a corpus "
-                         "of whole episodes (simcraft, oracle, failure, teacher, teacher_loop)")
+                         f"of whole episodes ({episodes})")
     refs = references_of(tasks)
     unknown = sorted({r.task_id for r in records} - set(refs))
     if unknown:
