@@ -24,6 +24,7 @@ def one_line(exc: Exception) -> str:
         stop = next((i for i, line in enumerate(lines) if line.startswith("Config search path")), len(lines))
         return f"{head}; choose one of: {', '.join(lines[start + 1:stop])}"
     if type(exc).__name__ == "OverrideParseException":
+        head = head.removeprefix("LexerNoViableAltException: ")  # the grammar's internal name says nothing to a user
         tilde = (" ('~' is not expanded inside an override: write the home folder out, e.g. "
                  "key=$HOME/path)") if "~" in str(exc) else ""
         return (f"{head}: write key=value{tilde}, and quote a value that holds '=', ',' or spaces (a run folder of a sweep: "

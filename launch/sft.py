@@ -68,11 +68,16 @@ from earthrl.rollout.sft_data import SOURCES, read_jsonl, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
 from earthrl.rollout.sft_expert import build_expert
 from earthrl.rollout.sft_planner import spread
-from earthrl.rollout.sft_teacher import EndpointError
+from earthrl.rollout.sft_teacher import EndpointError, check_reachable
 from earthrl.rollout.sft_teacher_loop import SOURCE as LOOP
 from earthrl.rollout.sft_tokens import MASK_MODES, encode
 
 SOURCE_OF_MODE = {"oracle": "oracle", "unmasked": "failure", "masked": "failure"}
+
+
+def endpoint_down(exc: EndpointError) -> ConfigError:
+    """The one line of a teacher endpoint that cannot be reached or answers with an error."""
+    return ConfigError(f"sft.data.teacher.base_url: {exc}; start the endpoint (e.g. `earthrl serve`) or fix the URL")
 
 
 @dataclass(frozen=True)
@@ -142,9 +147,16 @@ class SFTRecipe:
                               "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
                               "being trained)")
         if loop_teacher.path and (cfg.sft.data.source != LOOP or loop_teacher.engine == "openai"):
-            raise ConfigError(f"sft.data.teacher.path={loop_teacher.path} is the folder of an hf or vllm teacher of "
-                              f"sft.data.source=teacher_loop, not of source={cfg.sft.data.source} with engine "
-                              f"{loop_teacher.engine}: set those, or drop sft.data.teacher.path")
+            raise ConfigError(f"sft.data.teacher.path={loop_teacher.path} is read only by a local teacher (sft=teacher_loop "
+                              f"with sft.data.teacher.engine=hf or vllm), and this run has sft.data.source="
+                              f"{cfg.sft.data.source} with engine {loop_teacher.engine}: drop sft.data.teacher.path, "
+                              "or use sft=teacher_loop with engine hf or vllm")
+        if (cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine == "openai"
+                and loop_teacher.base_url):
+            try:  # a teacher endpoint that is not running stops the run before its folder is written
+                check_reachable(str(loop_teacher.base_url))
+            except EndpointError as exc:
+                raise endpoint_down(exc) from None
         if cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine in ("hf", "vllm"):
             teacher_path(cfg, OmegaConf.to_container(loop_teacher))  # a teacher folder that is not one stops here
         if cfg.sft.craft.enabled:
@@ -217,8 +229,7 @@ class SFTRecipe:
                 recs, counts = build_records(source, cfg, tasks, seed=int(data.seed), phrasing=str(data.phrasing),
                                              teacher=teacher)
             except EndpointError as exc:  # a teacher endpoint down or refusing: one line, as a bad setting is
-                raise ConfigError(f"sft.data.teacher.base_url: {exc}; start the endpoint (e.g. `earthrl serve`) or "
-                                  "fix the URL") from None
+                raise endpoint_down(exc) from None
             if source == LOOP:  # what became of every task, beside the data
                 cache.parent.mkdir(parents=True, exist_ok=True)
                 cache.with_name(cache.stem + ".counts.json").write_text(json.dumps(counts, indent=1) + "\n")
@@ -402,6 +413,25 @@ class SFTRecipe:
             self.logger.finish()
         if self.ds is not None:
             self.ds.close()
+
+
+def next_commands(cfg: DictConfig, checkpoint, data_file: str | None, export: str | None) -> str:
+    """The ``next:`` line after a run: what uses its checkpoint with the overrides the stage trained for (the
+    planner's loop, the action format, SOP retrieval), or, after Expert-tuning, ``earthrl expert-eval`` on its
+    held-out items."""
+    model = f"model={cfg.model.name}" if not cfg.model.path else f"model.path={cfg.model.path}"
+    if cfg.sft.data.source == EXPERT and data_file:
+        held = Path(data_file).with_name(Path(data_file).stem + ".heldout.jsonl")
+        tuned = export or f"<earthrl export {checkpoint} OUT>"
+        return f"next: earthrl expert-eval --items {held} --model {cfg.model.path or cfg.model.name} --model {tuned}"
+    extra = [f"env={cfg.env.action_format}"] if cfg.env.action_format != "json" else []
+    if cfg.sft.data.source == "planner":
+        extra.append("agent=planner_executor")
+    if cfg.sft.craft.enabled:
+        extra.append("env.sops.retrieve=true")
+    args = " ".join([model, *extra])
+    return (f"next: earthrl train {args} trainer.init_from={checkpoint}  |  "
+            f"earthrl eval {args} eval.checkpoint={checkpoint}")
 
 
 def run(cfg: DictConfig) -> dict:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
@@ -42,6 +44,23 @@ def cut_at_stop(text: str, stop_strings: tuple[str, ...]) -> str:
         return text
     pos, s = min(hits)
     return text[: pos + len(s)]
+
+
+def check_reachable(base_url: str, timeout_s: float = 3.0) -> None:
+    """Open (and close) a TCP connection to ``base_url``'s host and port, so that an endpoint that is not
+    running is found before a run writes anything; says nothing of what answers there.
+
+    Raises:
+        EndpointError: no host in the URL, or the connection is refused or times out.
+    """
+    parts = urllib.parse.urlsplit(base_url)
+    if not parts.hostname:
+        raise EndpointError(f"{base_url}: not a URL with a host (e.g. http://127.0.0.1:8000/v1)")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise EndpointError(f"{base_url}: {type(exc).__name__}: {exc}") from None
 
 
 def openai_chat(base_url: str, model: str, *, temperature: float = 0.0, max_tokens: int = 512,

