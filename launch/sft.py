@@ -52,7 +52,7 @@ from earthrl.launch.job_inputs import (
     start_run_folder,
     teacher_path,
 )
-from earthrl.launch.sft_data import build_records
+from earthrl.launch.sft_data import build_records, counts_text
 from earthrl.launch.sft_deepspeed import DeepSpeedJob
 from earthrl.models.checkpoint import save_checkpoint
 from earthrl.models.export import export_merged
@@ -235,7 +235,7 @@ class SFTRecipe:
                 cache.with_name(cache.stem + ".counts.json").write_text(json.dumps(counts, indent=1) + "\n")
         write_jsonl(recs, cache)
         print(f"sft data: {len(recs)} {source} trajectories from {len(tasks)} train tasks in "
-              f"{time.perf_counter() - t0:.1f}s ({', '.join(f'{k} {v}' for k, v in counts.items())}) -> {cache}",
+              f"{time.perf_counter() - t0:.1f}s ({counts_text(counts)}) -> {cache}",
               flush=True)
         return recs, str(cache)
 

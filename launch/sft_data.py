@@ -104,6 +104,15 @@ def _build_in(ws: Path, source, cfg, tasks, root, seed, phrasing, teacher, user_
         env.close()
 
 
+def counts_text(counts: dict) -> str:
+    """A data builder's counts as one line, nested counts flattened: ``kept 9, rejected slot_leak 0, hints
+    dependency 8``."""
+    parts = []
+    for k, v in counts.items():
+        parts += [f"{k} {sub} {n}" for sub, n in v.items()] if isinstance(v, dict) else [f"{k} {v}"]
+    return ", ".join(parts)
+
+
 def _loop_progress(total: int):
     """One line per task of the teacher loop (each task is minutes of generation on a CPU)."""
     def on_task(done: int, task: dict, outcome: str, episodes: int) -> None:

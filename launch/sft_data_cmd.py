@@ -43,7 +43,7 @@ from earthrl.envs.errors import ConfigError
 from earthrl.launch.arg_parser import OneLineParser
 from earthrl.launch.job_inputs import data_root, load_tasks
 from earthrl.launch.overrides import CONF_DIR, compose_job
-from earthrl.launch.sft_data import build_records
+from earthrl.launch.sft_data import build_records, counts_text
 from earthrl.launch.sft_teacher_chat import TEACHER_ENGINES
 from earthrl.rollout.sft_data import SOURCES, write_jsonl
 from earthrl.rollout.sft_expert import SOURCE as EXPERT
@@ -166,14 +166,12 @@ def main(argv: list[str]) -> int:
     if args.source == "simcraft":
         rej = args.out.with_name(args.out.stem + ".rejections.json")
         rej.write_text(json.dumps({**counts, "examples": {k: v for k, v in examples.items() if v}}, indent=1) + "\n")
-        counts = {**{k: v for k, v in counts.items() if k != "rejected"},
-                  **{f"rejected {k}": v for k, v in counts["rejected"].items()}}
         print(f"simcraft: rejections by reason -> {rej}")
     if held is not None:
         heldout = args.out.with_name(args.out.stem + ".heldout.jsonl")
         print(f"expert_tuning: {write_jsonl(held, heldout)} held-out MCQ/ordering items -> {heldout}")
     print(f"{args.source} ({args.format}): {n} trajectories from {len(tasks)} {args.split} tasks -> {args.out}")
-    print("counts: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    print("counts: " + counts_text(counts))
     if args.source == LOOP:
         side = args.out.with_name(args.out.stem + ".counts.json")
         side.write_text(json.dumps(counts, indent=1) + "\n")

@@ -174,6 +174,9 @@ def test_cli_writes_the_corpus_its_rejections_and_scores_it(tmp_path, capsys, mo
     assert sft_data_main(["build", "--source", "simcraft", "--mode", "novice", "--max-tasks", "2", "--out",
                           str(out)]) == 0
     assert list(scratch.iterdir()) == []  # the workspaces are removed, the folder with them
+    assert ("counts: candidates 2, kept 2, expert 0, novice 2, not_maskable 0, rejected slot_leak 0, rejected "
+            "clarification 0, rejected parse 0, rejected mock_error 0, rejected no_answer 0, rejected wrong_answer 0"
+            ) in capsys.readouterr().out.splitlines()
     assert [r.user_mode for r in read_jsonl(out)] == ["novice", "novice"]
     rej = json.loads((tmp_path / "sc.rejections.json").read_text())
     assert (rej["candidates"], rej["kept"], sum(rej["rejected"].values())) == (2, 2, 0)
