@@ -80,6 +80,33 @@ def endpoint_down(exc: EndpointError) -> ConfigError:
     return ConfigError(f"sft.data.teacher.base_url: {exc}; start the endpoint (e.g. `earthrl serve`) or fix the URL")
 
 
+def check_teacher(cfg: DictConfig) -> None:
+    """The checks of ``sft.data.teacher`` before anything is written: a teacher path only where a local teacher
+    reads it; an endpoint teacher's URL and model given, and its host reachable; a local teacher's folder a model.
+
+    Raises:
+        ConfigError: one line naming the setting and the fix.
+    """
+    data, teacher = cfg.sft.data, cfg.sft.data.teacher
+    plays = data.source == LOOP and not data.path  # a teacher plays (no prebuilt data)
+    if plays and teacher.engine == "openai" and not (teacher.base_url and teacher.model):
+        raise ConfigError("sft.data.source=teacher_loop with sft.data.teacher.engine=openai needs "
+                          "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
+                          "being trained)")
+    if teacher.path and (data.source != LOOP or teacher.engine == "openai"):
+        raise ConfigError(f"sft.data.teacher.path={teacher.path} is read only by a local teacher (sft=teacher_loop "
+                          f"with sft.data.teacher.engine=hf or vllm), and this run has sft.data.source="
+                          f"{data.source} with engine {teacher.engine}: drop sft.data.teacher.path, "
+                          "or use sft=teacher_loop with engine hf or vllm")
+    if plays and teacher.engine == "openai":
+        try:  # a teacher endpoint that is not running stops the run before its folder is written
+            check_reachable(str(teacher.base_url))
+        except EndpointError as exc:
+            raise endpoint_down(exc) from None
+    elif plays:
+        teacher_path(cfg, OmegaConf.to_container(teacher))  # a teacher folder that is not one stops here
+
+
 @dataclass(frozen=True)
 class SFTInputs:
     """What :meth:`SFTRecipe.validate` resolved and checked for one ``earthrl sft`` job (nothing was written
@@ -140,25 +167,7 @@ class SFTRecipe:
         if cfg.sft.data.source in ("planner", "simcraft") and cfg.env.action_format != "json":
             raise ConfigError(f"sft.data.source={cfg.sft.data.source} with env={cfg.env.action_format}: its records "
                               "hold json calls; use env=json")
-        loop_teacher = cfg.sft.data.teacher
-        if (cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine == "openai"
-                and not (loop_teacher.base_url and loop_teacher.model)):
-            raise ConfigError("sft.data.source=teacher_loop with sft.data.teacher.engine=openai needs "
-                              "sft.data.teacher.base_url=URL and sft.data.teacher.model=NAME (or engine hf: the model "
-                              "being trained)")
-        if loop_teacher.path and (cfg.sft.data.source != LOOP or loop_teacher.engine == "openai"):
-            raise ConfigError(f"sft.data.teacher.path={loop_teacher.path} is read only by a local teacher (sft=teacher_loop "
-                              f"with sft.data.teacher.engine=hf or vllm), and this run has sft.data.source="
-                              f"{cfg.sft.data.source} with engine {loop_teacher.engine}: drop sft.data.teacher.path, "
-                              "or use sft=teacher_loop with engine hf or vllm")
-        if (cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine == "openai"
-                and loop_teacher.base_url):
-            try:  # a teacher endpoint that is not running stops the run before its folder is written
-                check_reachable(str(loop_teacher.base_url))
-            except EndpointError as exc:
-                raise endpoint_down(exc) from None
-        if cfg.sft.data.source == LOOP and not cfg.sft.data.path and loop_teacher.engine in ("hf", "vllm"):
-            teacher_path(cfg, OmegaConf.to_container(loop_teacher))  # a teacher folder that is not one stops here
+        check_teacher(cfg)
         if cfg.sft.craft.enabled:
             check_sops(to_settings(cfg.env).sops, needed_by="sft.craft.enabled=true")
         model = model_path(cfg)
